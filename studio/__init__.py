@@ -1,0 +1,1 @@
+"""The studio: Gradio app, `studio` command line and the SQLite store."""
