@@ -1,0 +1,123 @@
+"""Load MuQ-MuLan from the released files, strictly, into the plain-torch port.
+
+Files (see docs/models.md): `OpenMuQ/MuQ-MuLan-large` (config.json + pytorch_model.bin or
+model.safetensors: the whole MuQMuLan state dict, both towers included), the `config.json` of
+`OpenMuQ/MuQ-large-msd-iter` (conformer sizes, mel statistics) and `xlm-roberta-base`'s config.json and
+tokenizer.json. The sub-models' own weights are not read: the MuQ-MuLan file overrides them anyway.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .mulan import MuLan, MuLanConfig
+from .muq import MuQConfig
+
+# Checkpoint keys that the feature path never reads, each with the reason. Anything else that does
+# not map onto the model is an error, and so is any model key the checkpoint lacks.
+IGNORED_KEYS: dict[str, str] = {
+    r"^mulan\.contrast\.": "contrastive-loss temperatures (training only)",
+    r"^mulan\.audio\.aggregator\.": "layer aggregator used only for MERT audio models, not MuQ",
+    r"^mulan\.audio\.model\.model\.quantizer_": "MuQ random-projection quantiser (pre-training targets)",
+    r"^mulan\.audio\.model\.model\.(rvq|recon_proj)\.": "MuQ pre-training heads",
+    r"^mulan\.audio\.model\.model\.linear\.": "MuQ codebook logits head (pre-training)",
+    r"^mulan\.audio\.model\.model\.cls_token$": "MuQ cls token (unused by feature extraction)",
+    r"^mulan\.audio\.model\.model\.conformer\.pos_conv_embed\.": (
+        "built by transformers' Wav2Vec2ConformerEncoder but never applied in its forward"
+    ),
+    r"^mulan\.text\.model\.embeddings\.(position_ids|token_type_ids)$": "buffers older transformers saved",
+}
+_IGNORED = [re.compile(p) for p in IGNORED_KEYS]
+
+
+def is_ignored(key: str) -> bool:
+    return any(p.search(key) for p in _IGNORED)
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read model config {path}: {exc}") from exc
+
+
+def weights_file(model_dir: Path) -> Path:
+    """The hub mixin saves model.safetensors (newer) or pytorch_model.bin (what MuQ-MuLan-large ships)."""
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        if (model_dir / name).is_file():
+            return model_dir / name
+    raise FileNotFoundError(f"no model.safetensors or pytorch_model.bin in {model_dir}")
+
+
+def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        return load_file(str(path))
+    sd = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict):
+        sd = sd["state_dict"]
+    if not isinstance(sd, dict):
+        raise ValueError(f"{path} does not hold a state dict")
+    return sd
+
+
+def build_text_model(text_dir: Path) -> nn.Module:
+    from transformers import XLMRobertaConfig, XLMRobertaModel
+
+    config = XLMRobertaConfig.from_pretrained(str(text_dir))
+    return XLMRobertaModel(config)  # with its pooler, as muq builds it (add_pooling_layer=True)
+
+
+def build_mulan(cfg: MuLanConfig, muq_cfg: MuQConfig, text_dir: Path) -> MuLan:
+    return MuLan(cfg, muq_cfg, build_text_model(text_dir))
+
+
+def load_weights(module: nn.Module, sd: dict[str, torch.Tensor], prefix: str = "mulan.") -> None:
+    """Strict load of `sd` into `module` (keys under `prefix`), skipping only IGNORED_KEYS."""
+    expected = {prefix + k: v for k, v in module.state_dict().items()}
+    wanted = {k: v for k, v in sd.items() if not is_ignored(k)}
+    missing = sorted(set(expected) - set(wanted))
+    unexpected = sorted(set(wanted) - set(expected))
+    if missing or unexpected:
+        raise ValueError(
+            "MuQ-MuLan checkpoint does not match the model: "
+            f"{len(missing)} missing (first: {missing[:5]}), {len(unexpected)} unexpected (first: {unexpected[:5]})"
+        )
+    bad = [(k, tuple(wanted[k].shape), tuple(v.shape)) for k, v in expected.items() if wanted[k].shape != v.shape]
+    if bad:
+        raise ValueError(f"MuQ-MuLan checkpoint shape mismatch (key, file, model): {bad[:5]}")
+    state = {k[len(prefix):]: v.to(expected[k].dtype if expected[k].is_floating_point() else v.dtype)
+             for k, v in wanted.items()}
+    module.load_state_dict(state, strict=True, assign=True)
+
+
+def materialise_buffers(module: nn.Module) -> None:
+    """Recreate the non-persistent buffers that building on `meta` left without values."""
+    from .mel import MelFrontEnd, mel_filterbank
+    from .muq import ConformerEncoder
+
+    for sub in module.modules():
+        if isinstance(sub, MelFrontEnd):
+            sub.window = torch.hann_window(sub.window.shape[0], periodic=True)
+            sub.fb = mel_filterbank()
+        elif isinstance(sub, ConformerEncoder):
+            n = sub.inv_freq.shape[0]
+            hs = 2 * n
+            base = sub.rotary_base
+            sub.inv_freq = 1.0 / (base ** (torch.arange(0, hs, 2).float() / hs))
+    for name, buf in list(module.named_buffers()):
+        if buf.is_meta:
+            owner = module.get_submodule(name.rpartition(".")[0])
+            leaf = name.rpartition(".")[2]
+            if leaf == "position_ids":
+                setattr(owner, leaf, torch.arange(buf.shape[-1]).expand(buf.shape))
+            elif leaf == "token_type_ids":
+                setattr(owner, leaf, torch.zeros(buf.shape, dtype=torch.long))
+            else:
+                raise RuntimeError(f"buffer {name} has no value after loading")
