@@ -1,0 +1,208 @@
+"""The events a job yields, in order, and the ETA model behind them.
+
+Order for a healthy job: Queued (one or more, as the position moves) -> Preparing (lyrics, style,
+reference) -> per take: Running -> Step 1..N -> Decoding 1..M (each with an AudioChunk) -> TakeDone
+-> Done. Terminal events: Done, Failed, Cancelled; exactly one ends every job.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Event:
+    job_id: str
+    at: float = field(default_factory=time.time, kw_only=True)  # wall clock, for records and UIs
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__.lower()
+
+    @property
+    def terminal(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class Queued(Event):
+    position: int  # 0 = admitted at once; 1 = next to be admitted; 2 = one job ahead ...
+    ahead: int  # takes waiting in front of this job's first take
+
+
+@dataclass(frozen=True)
+class Preparing(Event):
+    what: Literal["lyrics", "style", "reference"]
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Running(Event):
+    take: int
+    seed: int
+    worker: str
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class Step(Event):
+    take: int
+    k: int  # steps done
+    total: int
+    step_s: float  # measured on the worker
+    eta_s: float | None
+
+
+@dataclass(frozen=True)
+class Decoding(Event):
+    take: int
+    j: int  # windows done
+    total: int
+    window_s: float
+    eta_s: float | None
+
+
+@dataclass(frozen=True, eq=False)
+class AudioChunk(Event):
+    """One decoded window's new audio, float32 [n, 2] before the song-level peak normalisation
+    (early playback only; the file is the reference). `start` is its first sample in the song."""
+
+    take: int
+    j: int
+    total: int
+    start: int
+    audio: np.ndarray
+
+
+@dataclass(frozen=True)
+class Retrying(Event):
+    take: int
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class TakeResult:
+    take: int
+    seed: int
+    files: dict[str, str]  # format -> path; "json" -> the record
+    timings: dict[str, float]
+    worker: str
+
+
+@dataclass(frozen=True)
+class TakeDone(Event):
+    result: TakeResult
+
+
+@dataclass(frozen=True)
+class Done(Event):
+    takes: tuple[TakeResult, ...]
+    timings: dict[str, float]  # whole job: queued, load, prepare, diffusion, decode, write, total
+
+    @property
+    def terminal(self) -> bool:
+        return True
+
+    @property
+    def files(self) -> list[dict[str, str]]:
+        return [t.files for t in self.takes]
+
+
+@dataclass(frozen=True)
+class Failed(Event):
+    error: str  # "ExceptionName: message"
+    take: int | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class Cancelled(Event):
+    reason: str = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return True
+
+
+def error_text(exc: BaseException) -> str:
+    """The one-line form every failure takes: `ExceptionName: message`."""
+    text = str(exc)
+    # Errors relayed from the worker already read "Name: message"; do not wrap them twice.
+    if getattr(exc, "relayed", False):
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+@dataclass
+class TakeEta:
+    """Time left for one take from its own measured step and window times.
+
+    Per-step time is measured on the worker between this take's consecutive events, so it already holds
+    whatever the scheduling policy interleaves. The decode estimate comes from `window_s_hint` (earlier
+    takes on the same engine) until this take's own windows are measured.
+    """
+
+    steps: int
+    windows: int
+    step_s: float | None = None
+    window_s: float | None = None
+    steps_done: int = 0
+    windows_done: int = 0
+    _last: float | None = None
+
+    def on_step(self, k: int, measured_s: float | None, now: float | None = None) -> float:
+        interval = self._interval(now, measured_s)
+        self.step_s = _ema(self.step_s, interval)
+        self.steps_done = k
+        return interval
+
+    def on_window(self, j: int, measured_s: float | None, now: float | None = None) -> float:
+        interval = self._interval(now, measured_s)
+        self.window_s = _ema(self.window_s, interval)
+        self.windows_done = j
+        return interval
+
+    def _interval(self, now: float | None, measured_s: float | None) -> float:
+        now = time.monotonic() if now is None else now
+        # Wall time between this take's events when we have a previous one (it includes the time other
+        # jobs held the card, which is what the musician waits for); else what the worker measured.
+        interval = now - self._last if self._last is not None else (measured_s or 0.0)
+        self._last = now
+        return interval
+
+    def eta(self, window_s_hint: float | None = None) -> float | None:
+        if self.step_s is None:
+            return None
+        window_s = self.window_s if self.window_s is not None else window_s_hint
+        left = (self.steps - self.steps_done) * self.step_s
+        if window_s is not None:
+            left += (self.windows - self.windows_done) * window_s
+        return max(left, 0.0)
+
+
+def _ema(old: float | None, new: float, alpha: float = 0.3) -> float:
+    return new if old is None else (1 - alpha) * old + alpha * new
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """A JSON-friendly view (audio payloads summarised) for logs, the CLI's --json and the studio."""
+    out: dict[str, Any] = {"kind": event.kind}
+    for name in event.__dataclass_fields__:
+        value = getattr(event, name)
+        if isinstance(value, np.ndarray):
+            out[name] = {"shape": list(value.shape), "dtype": str(value.dtype)}
+        elif isinstance(value, TakeResult):
+            out[name] = value.__dict__
+        elif isinstance(value, tuple) and value and isinstance(value[0], TakeResult):
+            out[name] = [v.__dict__ for v in value]
+        else:
+            out[name] = value
+    return out

@@ -1,0 +1,213 @@
+"""Finished takes on disk: audio files with tags, and a JSON record of everything that made them.
+
+Every take gets its own folder, created with an atomic `mkdir` under a name holding the time, title,
+seed and a random token, so two takes can never write over each other (two engines on one data dir
+included). Files are written under a temporary name and renamed into place, the record last: a take
+whose `record.json` exists is complete; anything else is debris of a crash or cancel.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+
+from device_worker import shapes
+from device_worker.audio import to_int16
+
+logger = logging.getLogger(__name__)
+
+RECORD_VERSION = 1
+# format -> (soundfile format, subtype). WAV/FLAC carry the int16 samples exactly; MP3/OGG are lossy
+# encodes of the same int16 signal.
+_SF = {
+    "wav": ("WAV", "PCM_16"),
+    "flac": ("FLAC", "PCM_16"),
+    "mp3": ("MP3", "MPEG_LAYER_III"),
+    "ogg": ("OGG", "VORBIS"),
+}
+
+
+@dataclass
+class TakeInfo:
+    """What the record says about one take (besides the audio)."""
+
+    job_id: str
+    take: int
+    seed: int
+    request: dict[str, Any]
+    models: dict[str, Any] = field(default_factory=dict)
+    worker: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    lyrics_report: list[Any] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    effective: dict[str, Any] = field(default_factory=dict)  # frames, song_duration, segments in frames
+
+    @property
+    def title(self) -> str:
+        return str(self.request.get("title") or "")
+
+
+def slug(text: str, limit: int = 40) -> str:
+    s = re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:limit].strip("-")
+    return s or "song"
+
+
+def new_take_dir(root: Path, title: str, seed: int, take: int) -> Path:
+    """A fresh folder under `root/YYYY-MM-DD/`; `mkdir` fails on an existing name, so retry with a new
+    token rather than ever sharing a folder."""
+    day = root / time.strftime("%Y-%m-%d")
+    day.mkdir(parents=True, exist_ok=True)
+    for _ in range(100):
+        name = f"{time.strftime('%H%M%S')}-{slug(title)}-t{take}-s{seed}-{secrets.token_hex(4)}"
+        try:
+            path = day / name
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"could not create a unique take folder under {day}")
+
+
+def write_take(folder: Path, audio: Any, info: TakeInfo, formats: tuple[str, ...]) -> dict[str, str]:
+    """Write the take's audio in `formats` (WAV always), tag it, then its record. Returns format -> path.
+
+    `audio` is the decoded float32 [2, n] song; the int16 post-processing is upstream's.
+    """
+    t0 = time.perf_counter()
+    pcm = to_int16(audio)  # [n, 2] int16, peak-normalised over both channels as upstream
+    stem = f"{slug(info.title)}-t{info.take}-s{info.seed}"
+    files: dict[str, str] = {}
+    try:
+        for fmt in formats:
+            path = folder / f"{stem}.{fmt}"
+            _write_audio(path, pcm, fmt)
+            _tag(path, fmt, info)
+            files[fmt] = str(path)
+        info.timings["write"] = round(time.perf_counter() - t0, 6)
+        record = folder / f"{stem}.json"
+        _atomic_write_text(record, json.dumps(make_record(info, files, pcm), indent=2, sort_keys=True))
+        files["json"] = str(record)
+    except BaseException:
+        remove_take_files(folder, files)
+        raise
+    return files
+
+
+def make_record(info: TakeInfo, files: dict[str, str], pcm: np.ndarray) -> dict[str, Any]:
+    return {
+        "record_version": RECORD_VERSION,
+        "job_id": info.job_id,
+        "take": info.take,
+        "seed": info.seed,
+        "title": info.title,
+        "request": info.request,
+        "effective": info.effective,
+        "models": info.models,
+        "worker": info.worker,
+        "timings_s": info.timings,
+        "lyrics_report": info.lyrics_report,
+        "notes": info.notes,
+        "audio": {
+            "sample_rate": shapes.SAMPLE_RATE,
+            "channels": shapes.CHANNELS,
+            "frames": int(pcm.shape[0]),
+            "seconds": round(pcm.shape[0] / shapes.SAMPLE_RATE, 3),
+            "postprocess": "upstream: peak-normalise over both channels, clamp, x32767, int16",
+        },
+        "files": {fmt: os.path.basename(p) for fmt, p in files.items()},
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "software": _versions(),
+    }
+
+
+def remove_take_files(folder: Path, files: dict[str, str] | None = None) -> None:
+    """Remove what a failed or cancelled write left behind (finished files and temporaries)."""
+    for path in list((files or {}).values()) + [str(p) for p in folder.glob("*.partial")]:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    try:
+        folder.rmdir()  # only if empty: a folder the caller shares keeps its other files
+    except OSError:
+        pass
+
+
+def _write_audio(path: Path, pcm: np.ndarray, fmt: str) -> None:
+    major, subtype = _SF[fmt]
+    tmp = path.with_name(path.name + ".partial")
+    # Lossless formats take the int16 samples as they are; the lossy encoders take float of the same.
+    data = pcm if fmt in ("wav", "flac") else pcm.astype(np.float32) / np.float32(32768)
+    sf.write(str(tmp), data, shapes.SAMPLE_RATE, format=major, subtype=subtype)
+    os.replace(tmp, path)
+
+
+def _tag(path: Path, fmt: str, info: TakeInfo) -> None:
+    """Title, lyrics, style and seed as the format's native tags (ID3 in WAV/MP3, Vorbis comments)."""
+    style = info.request.get("style") or {}
+    style_text = style.get("text") or (
+        f"audio: {os.path.basename(style['audio'])}" if style.get("audio")
+        else f"embedding: {os.path.basename(style.get('embedding') or '')}")
+    tags = {
+        "title": info.title or f"take {info.take}",
+        "lyrics": str(info.request.get("lyrics") or ""),
+        "style": style_text,
+        "seed": str(info.seed),
+        "software": "DiffRhythm Studio",
+    }
+    if fmt in ("flac", "ogg"):
+        from mutagen.flac import FLAC
+        from mutagen.oggvorbis import OggVorbis
+
+        f = FLAC(path) if fmt == "flac" else OggVorbis(path)
+        f["TITLE"] = tags["title"]
+        f["LYRICS"] = tags["lyrics"]
+        f["COMMENT"] = f"style: {tags['style']}"
+        f["STYLE"] = tags["style"]
+        f["SEED"] = tags["seed"]
+        f["ENCODER"] = tags["software"]
+        f.save()
+        return
+    from mutagen.id3 import COMM, ID3, TIT2, TSSE, TXXX, USLT
+    from mutagen.mp3 import MP3
+    from mutagen.wave import WAVE
+
+    f = WAVE(path) if fmt == "wav" else MP3(path)
+    if f.tags is None:
+        f.add_tags()
+    id3: ID3 = f.tags
+    id3.add(TIT2(encoding=3, text=tags["title"]))
+    id3.add(USLT(encoding=3, lang="eng", desc="", text=tags["lyrics"]))
+    id3.add(COMM(encoding=3, lang="eng", desc="style", text=tags["style"]))
+    id3.add(TXXX(encoding=3, desc="SEED", text=tags["seed"]))
+    id3.add(TXXX(encoding=3, desc="STYLE", text=tags["style"]))
+    id3.add(TSSE(encoding=3, text=tags["software"]))
+    f.save()
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for pkg in ("diffrhythm-studio", "numpy", "soundfile", "mutagen"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "unknown"
+    return out

@@ -1,0 +1,312 @@
+"""Three stages, pipelined: host input -> device -> host output, with bounded queues between them.
+
+    submit -> [waiting queue, max `queue_limit` takes; BusyError beyond]
+           -> admission (at most `max_ready` takes past the queue)
+           -> input thread(s): lyrics layout, style embedding, reference encode (once per job)
+           -> device stage: the worker pool (blocks while every worker is full: back-pressure)
+           -> output thread(s): post-processing, encoding, tags, record, files
+
+Because at most `max_ready` takes are past the queue, every queue behind admission is bounded by it:
+while the card works on one song the next one is prepared and the last one written, and host work can
+never pile up. Any exception in a stage becomes that job's `Failed("ExceptionName: message")`; the
+stage's thread lives on and other jobs continue.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from engine.events import (
+    AudioChunk,
+    Cancelled,
+    Decoding,
+    Done,
+    Failed,
+    Queued,
+    Retrying,
+    Running,
+    Step,
+    TakeDone,
+    TakeEta,
+    TakeResult,
+    error_text,
+)
+from engine.units import BusyError, DeviceStage, JobContext, Prepared, Unit
+
+logger = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 2  # a take whose worker dies is retried once, then fails
+
+
+class Pipeline:
+    def __init__(self, *, prepare: Callable[[JobContext], Prepared], device: DeviceStage,
+                 write: Callable[[Unit], TakeResult], max_ready: int, queue_limit: int,
+                 input_threads: int = 1, output_threads: int = 1):
+        if max_ready < 1 or queue_limit < 0:
+            raise ValueError("max_ready must be >= 1 and queue_limit >= 0")
+        self._prepare, self._device, self._write = prepare, device, write
+        self.max_ready, self.queue_limit = max_ready, queue_limit
+        self._lock = threading.Lock()
+        self._waiting: collections.deque[Unit] = collections.deque()
+        self._in_flight = 0
+        self._closed = False
+        # Bounded by admission: never more than max_ready units exist behind it.
+        # (+ one slot per thread for its shutdown sentinel)
+        self._input_q: queue.Queue[Unit | None] = queue.Queue(maxsize=max_ready + input_threads)
+        self._ready_q: queue.Queue[Unit | None] = queue.Queue(maxsize=max_ready + 1)
+        self._output_q: queue.Queue[Unit | None] = queue.Queue(maxsize=max_ready + output_threads)
+        self.window_s_hint: float | None = None  # measured decode window time, for ETAs of later takes
+        self._threads = (
+            [self._spawn(self._input_loop, f"engine-input-{i}") for i in range(input_threads)]
+            + [self._spawn(self._device_loop, "engine-device")]
+            + [self._spawn(self._output_loop, f"engine-output-{i}") for i in range(output_threads)]
+        )
+
+    def _spawn(self, target: Callable[[], None], name: str) -> threading.Thread:
+        t = threading.Thread(target=target, name=name, daemon=True)
+        t.start()
+        return t
+
+    # -- admission --------------------------------------------------------------------------------
+    def submit(self, ctx: JobContext) -> None:
+        units = [Unit(ctx, take, seed) for take, seed in enumerate(ctx.seeds)]
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the engine is closed")
+            free = self.queue_limit - len(self._waiting) + max(self.max_ready - self._in_flight, 0)
+            if len(units) > free:
+                raise BusyError(
+                    f"the queue is full ({len(self._waiting)} takes waiting, limit {self.queue_limit}); "
+                    "try again when some songs have finished")
+            # Tell the job where it stands before any stage can publish about it.
+            busy = bool(self._waiting) or self._in_flight >= self.max_ready
+            ahead = len(self._waiting)
+            position = len({id(u.ctx) for u in self._waiting}) + 1 if busy else 0
+            ctx.job.publish(Queued(ctx.job.id, position=position, ahead=ahead))
+            ctx._last_position = position  # type: ignore[attr-defined]
+            self._waiting.extend(units)
+        self._admit()
+
+    def waiting(self) -> int:
+        with self._lock:
+            return len(self._waiting)
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return self._in_flight
+
+    def _admit(self) -> None:
+        admitted: list[Unit] = []
+        with self._lock:
+            while self._waiting and self._in_flight < self.max_ready:
+                unit = self._waiting.popleft()
+                unit.ctx.waiting -= 1
+                if unit.ctx.stopping:
+                    self._settle_locked(unit.ctx)
+                    continue
+                self._in_flight += 1
+                unit.ctx.live.add(unit.take)
+                unit.admitted = time.monotonic()
+                admitted.append(unit)
+            positions = self._positions_locked()
+        for unit in admitted:
+            self._input_q.put(unit)  # never blocks: at most max_ready units are past admission
+        for ctx, (position, ahead) in positions.items():
+            if ctx.live or ctx.results:  # already running: the queue position is old news
+                continue
+            last = getattr(ctx, "_last_position", None)
+            if last != position:
+                ctx._last_position = position  # type: ignore[attr-defined]
+                ctx.job.publish(Queued(ctx.job.id, position=position, ahead=ahead))
+
+    def _positions_locked(self) -> dict[JobContext, tuple[int, int]]:
+        out: dict[JobContext, tuple[int, int]] = {}
+        for i, unit in enumerate(self._waiting):
+            if unit.ctx not in out and not unit.ctx.stopping:
+                out[unit.ctx] = (len(out) + 1, i)
+        return out
+
+    # -- the three stages -------------------------------------------------------------------------
+    def _input_loop(self) -> None:
+        while (unit := self._input_q.get()) is not None:
+            ctx = unit.ctx
+            try:
+                if ctx.stopping:
+                    raise _Stop
+                with ctx.prepare_lock:  # the first take prepares; its siblings reuse the result
+                    if ctx.prepared is None:
+                        ctx.prepared = self._prepare(ctx)
+                if ctx.stopping:
+                    raise _Stop
+                unit.eta = TakeEta(steps=ctx.request.steps, windows=0)
+                self._ready_q.put(unit)
+            except _Stop:
+                self._finish(unit)
+            except Exception as exc:  # noqa: BLE001 - any failure here belongs to this job only
+                logger.exception("job %s: preparing failed", ctx.job.id)
+                self._fail(unit, error_text(exc))
+
+    def _device_loop(self) -> None:
+        while (unit := self._ready_q.get()) is not None:
+            if unit.ctx.stopping:
+                self._finish(unit)
+                continue
+            try:
+                self._device.start(unit, self)  # blocks while every worker is full
+            except Exception as exc:  # noqa: BLE001
+                logger.exception("job %s: device stage refused take %d", unit.job.id, unit.take)
+                self._fail(unit, error_text(exc))
+
+    def _output_loop(self) -> None:
+        while (unit := self._output_q.get()) is not None:
+            try:
+                if unit.ctx.stopping:
+                    raise _Stop
+                result = self._write(unit)
+                unit.blocks.clear()  # the audio is on disk now; free it before anything else waits
+                with self._lock:
+                    unit.ctx.results[unit.take] = result
+                unit.job.publish(TakeDone(unit.job.id, result=result))
+                self._finish(unit)
+            except _Stop:
+                self._finish(unit)
+            except Exception as exc:  # noqa: BLE001
+                logger.exception("job %s: writing take %d failed", unit.job.id, unit.take)
+                self._fail(unit, error_text(exc))
+
+    # -- DeviceSink: called from the device stage's threads --------------------------------------
+    def running(self, unit: Unit, worker: str) -> None:
+        unit.worker = worker
+        unit.job.publish(Running(unit.job.id, take=unit.take, seed=unit.seed, worker=worker, attempt=unit.attempt))
+
+    def step(self, unit: Unit, k: int, total: int, seconds: float) -> None:
+        eta = unit.eta or TakeEta(steps=total, windows=0)
+        eta.steps = total
+        eta.on_step(k, seconds)
+        unit.job.publish(Step(unit.job.id, take=unit.take, k=k, total=total, step_s=seconds,
+                              eta_s=self._eta(unit, eta)))
+
+    def window(self, unit: Unit, j: int, total: int, seconds: float, start: int, audio: np.ndarray) -> None:
+        eta = unit.eta or TakeEta(steps=0, windows=total)
+        eta.windows = total
+        interval = eta.on_window(j, seconds)
+        self.window_s_hint = interval if self.window_s_hint is None else 0.7 * self.window_s_hint + 0.3 * interval
+        unit.blocks.append((start, audio))
+        job = unit.job
+        job.publish(Decoding(job.id, take=unit.take, j=j, total=total, window_s=seconds, eta_s=self._eta(unit, eta)))
+        job.publish(AudioChunk(job.id, take=unit.take, j=j, total=total, start=start,
+                               audio=np.ascontiguousarray(audio.T)))
+
+    def done(self, unit: Unit, timings: dict[str, float]) -> None:
+        unit.device_timings = dict(timings)
+        self._output_q.put(unit)  # bounded by admission; the writer keeps up or the card waits
+
+    def error(self, unit: Unit, text: str) -> None:
+        self._fail(unit, text)
+
+    def cancelled(self, unit: Unit) -> None:
+        self._finish(unit)
+
+    def lost(self, unit: Unit, reason: str) -> None:
+        """The unit's worker died or hung: run the take again from scratch (same seed, same bytes), once."""
+        if unit.ctx.stopping:
+            self._finish(unit)
+            return
+        if unit.attempt >= MAX_ATTEMPTS:
+            self._fail(unit, f"WorkerDeadError: {reason} (take {unit.take} already retried once)")
+            return
+        unit.attempt += 1
+        unit.blocks.clear()
+        unit.eta = TakeEta(steps=unit.ctx.request.steps, windows=0)
+        unit.job.publish(Retrying(unit.job.id, take=unit.take, attempt=unit.attempt, reason=reason))
+        self._ready_q.put(unit)
+
+    def _eta(self, unit: Unit, eta: TakeEta) -> float | None:
+        return eta.eta(self.window_s_hint)
+
+    # -- endings ----------------------------------------------------------------------------------
+    def cancel(self, ctx: JobContext) -> None:
+        """Called when the job's cancel is requested: drop its waiting takes, stop its device work."""
+        with self._lock:
+            kept = collections.deque(u for u in self._waiting if u.ctx is not ctx)
+            dropped = len(self._waiting) - len(kept)
+            self._waiting = kept
+            ctx.waiting -= dropped
+            self._settle_locked(ctx)
+        for unit in list(getattr(self._device, "units_of", lambda c: [])(ctx)):
+            try:
+                self._device.cancel(unit)
+            except Exception:  # noqa: BLE001 - a dead worker cannot cancel; loss is reported anyway
+                logger.exception("cancel of %s failed", unit.key)
+        self._admit()
+
+    def _fail(self, unit: Unit, text: str) -> None:
+        ctx = unit.ctx
+        first = False
+        with self._lock:
+            if ctx.error is None and not ctx.ended:
+                ctx.error = text
+                first = True
+        if first:
+            logger.warning("job %s failed: %s", ctx.job.id, text)
+            self.cancel(ctx)  # siblings stop: the job has failed
+        self._finish(unit)
+
+    def _finish(self, unit: Unit) -> None:
+        with self._lock:
+            if unit.take in unit.ctx.live:
+                unit.ctx.live.discard(unit.take)
+                self._in_flight -= 1
+            self._settle_locked(unit.ctx)
+        self._admit()
+
+    def _settle_locked(self, ctx: JobContext) -> None:
+        """Publish the job's terminal event once nothing of it is waiting or in flight."""
+        if ctx.ended or ctx.live or ctx.waiting > 0:
+            return
+        if ctx.error is None and not ctx.job.cancel_requested and len(ctx.results) < len(ctx.seeds):
+            return
+        ctx.ended = True
+        job = ctx.job
+        if ctx.error is not None:
+            event = Failed(job.id, error=ctx.error)
+        elif job.cancel_requested:
+            event = Cancelled(job.id, reason=job.cancel_reason or "cancelled")
+        else:
+            takes = tuple(ctx.results[t] for t in sorted(ctx.results))
+            event = Done(job.id, takes=takes, timings=_job_timings(ctx, takes))
+        # Publishing under the lock keeps one terminal event per job; subscribers never block on us.
+        job.publish(event)
+
+    def close(self) -> None:
+        """Cancel what waits, stop the stage threads (the device stage is closed by its owner)."""
+        with self._lock:
+            self._closed = True
+            waiting = list(self._waiting)
+        for unit in waiting:
+            unit.job.cancel("the engine is shutting down")
+        # The queues have a spare slot per thread, so these sentinels never block.
+        for t in self._threads:
+            {"input": self._input_q, "device": self._ready_q, "output": self._output_q}[t.name.split("-")[1]].put(None)
+        for t in self._threads:
+            t.join(timeout=10)
+
+
+def _job_timings(ctx: JobContext, takes: tuple[TakeResult, ...]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for take in takes:
+        for key, value in take.timings.items():
+            out[key] = round(out.get(key, 0.0) + value, 6)
+    out["total"] = round(time.monotonic() - ctx.submitted, 6)
+    return out
+
+
+class _Stop(Exception):
+    """The job is stopping (cancelled or failed): drop this unit quietly."""

@@ -1,0 +1,291 @@
+"""What a musician asks for: one song request, and its validation before anything is queued.
+
+A request is plain data (it round-trips through JSON for records, the studio's database and the batch
+renderer's JSONL). `validate()` names every problem at once, the per-line lyric report included, so a
+musician fixes everything in one go instead of one error per submit.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from device_worker import shapes
+
+logger = logging.getLogger(__name__)
+
+FORMATS = ("wav", "flac", "mp3", "ogg")
+MAX_STEPS = 200
+MAX_CFG = 20.0
+MAX_VARIATIONS = 16
+MAX_SEED = 2**32 - 1  # torch.manual_seed accepts any uint64; 32 bits keeps seeds readable and portable
+MAX_LYRICS_CHARS = 200_000
+
+# An LRC timestamp anywhere at the start of a line: `[m:ss]`, `[mm:ss.xx]`, `[mm:ss.xxx]`.
+_LRC_STAMP = re.compile(r"^\s*\[\d{1,3}:\d{1,2}(?:[.:]\d{1,3})?\]", re.MULTILINE)
+
+
+class ValidationError(ValueError):
+    """A request that cannot be run; `.problems` names every reason (field + message)."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = list(problems)
+        super().__init__("invalid request: " + "; ".join(str(p) for p in self.problems))
+
+
+@dataclass(frozen=True)
+class Problem:
+    field: str
+    message: str
+    line: int | None = None  # lyric line number (1-based) when the problem is one line of the lyrics
+
+    def __str__(self) -> str:
+        where = f"{self.field} line {self.line}" if self.line is not None else self.field
+        return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Style:
+    """Exactly one of: a text prompt, a reference recording, or a saved 512-d embedding (.npy)."""
+
+    text: str | None = None
+    audio: str | None = None
+    embedding: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return "text" if self.text is not None else "audio" if self.audio is not None else "embedding"
+
+    def problems(self) -> list[Problem]:
+        given = [k for k in ("text", "audio", "embedding") if getattr(self, k) is not None]
+        if len(given) != 1:
+            return [Problem("style", f"give exactly one of text, audio or embedding (got {given or 'none'})")]
+        out: list[Problem] = []
+        if self.text is not None and not self.text.strip():
+            out.append(Problem("style.text", "the style prompt is empty"))
+        for key in ("audio", "embedding"):
+            path = getattr(self, key)
+            if path is not None and not Path(path).is_file():
+                out.append(Problem(f"style.{key}", f"file not found: {path}"))
+        if self.embedding is not None and not str(self.embedding).endswith(".npy"):
+            out.append(Problem("style.embedding", "a saved style is a .npy file holding a 512-d vector"))
+        return out
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Edit or continue an existing song: regenerate `segments` (seconds, -1 = song start/end) and keep
+    the rest of the reference's latent, as upstream's `--edit --ref-song --edit-segments`."""
+
+    song: str
+    segments: tuple[tuple[float, float], ...]
+    mode: Literal["edit", "continue"] = "edit"
+
+    @classmethod
+    def edit(cls, song: str | Path, segments: list[tuple[float, float]] | list[list[float]]) -> Reference:
+        return cls(str(song), tuple((float(a), float(b)) for a, b in segments), "edit")
+
+    @classmethod
+    def continuation(cls, song: str | Path, from_s: float) -> Reference:
+        """Keep the song up to `from_s` seconds and generate everything after it (upstream: `[[s, -1]]`)."""
+        return cls(str(song), ((float(from_s), -1.0),), "continue")
+
+    def problems(self, duration_s: float) -> list[Problem]:
+        out: list[Problem] = []
+        if not Path(self.song).is_file():
+            out.append(Problem("edit.song", f"file not found: {self.song}"))
+        if not self.segments:
+            out.append(Problem("edit.segments", "give at least one [start, end] range to regenerate"))
+        for i, (start, end) in enumerate(self.segments):
+            name = f"edit.segments[{i}]"
+            if (start < 0 and start != -1) or (end < 0 and end != -1):
+                out.append(Problem(name, f"times are seconds >= 0, or -1 for the song start/end: {[start, end]}"))
+            elif start != -1 and end != -1 and end <= start:
+                out.append(Problem(name, f"end {end} s is not after start {start} s"))
+            elif start != -1 and start >= duration_s:
+                out.append(Problem(name, f"starts at {start} s, at or past the song's end ({duration_s} s)"))
+        return out
+
+
+@dataclass(frozen=True)
+class SongRequest:
+    """One song. `lyrics` is LRC, plain text (timed by the timing helper) or empty (instrumental)."""
+
+    lyrics: str = ""
+    style: Style = field(default_factory=lambda: Style(text="pop"))
+    duration: float = shapes.BASE_SECONDS
+    steps: int = 32
+    cfg: float = 4.0
+    seed: int | None = None  # None: a random seed, drawn once at submit and recorded
+    variations: int = 1  # takes of the same request; take i uses seed + i
+    edit: Reference | None = None
+    formats: tuple[str, ...] = ("wav",)
+    title: str = ""
+    lyrics_format: Literal["auto", "lrc", "plain"] = "auto"
+    # Lines the model cannot sing (past the song end, say) are an error unless the musician accepts it.
+    allow_dropped_lines: bool = False
+
+    def __post_init__(self) -> None:
+        # Friendly shorthand: a string style is a text prompt; lists become tuples (hashable, frozen).
+        if isinstance(self.style, str):
+            object.__setattr__(self, "style", Style(text=self.style))
+        if isinstance(self.formats, (list, str)):
+            fmts = [self.formats] if isinstance(self.formats, str) else self.formats
+            object.__setattr__(self, "formats", tuple(fmts))
+
+    # -- derived values ---------------------------------------------------------------------------
+    @property
+    def model_variant(self) -> Literal["base", "full"]:
+        return "base" if shapes.max_frames_for(self.duration) == shapes.BASE_FRAMES else "full"
+
+    @property
+    def instrumental(self) -> bool:
+        return not self.lyrics.strip()
+
+    @property
+    def is_lrc(self) -> bool:
+        if self.lyrics_format != "auto":
+            return self.lyrics_format == "lrc"
+        return bool(_LRC_STAMP.search(self.lyrics))
+
+    def output_formats(self) -> tuple[str, ...]:
+        """WAV is always written (the master); the others on request, in a stable order."""
+        wanted = {f.lower() for f in self.formats} | {"wav"}
+        return tuple(f for f in FORMATS if f in wanted)
+
+    def seeds(self) -> list[int]:
+        """Each take's seed. Only meaningful once `seed` is set (see `with_seed`)."""
+        if self.seed is None:
+            raise ValueError("the request has no seed yet: call with_seed() first")
+        return [(self.seed + i) % (MAX_SEED + 1) for i in range(self.variations)]
+
+    def with_seed(self) -> SongRequest:
+        """This request with its seed fixed (drawn at random when absent), so it can be recorded and replayed."""
+        if self.seed is not None:
+            return self
+        return replace(self, seed=secrets.randbelow(MAX_SEED + 1))
+
+    # -- validation -------------------------------------------------------------------------------
+    def validate(self, *, tokenizer: Any = None, layout: bool = True) -> Validation:
+        """Every problem with this request, and the lyric layout (with its per-line report) when the
+        lyrics could be laid out. Never raises for a bad request; the caller decides."""
+        problems: list[Problem] = []
+        duration_ok = True
+        try:
+            shapes.max_frames_for(self.duration)
+        except ValueError as exc:
+            duration_ok = False
+            problems.append(Problem("duration", str(exc)))
+        if not isinstance(self.steps, int) or not 1 <= self.steps <= MAX_STEPS:
+            problems.append(Problem("steps", f"must be a whole number from 1 to {MAX_STEPS}, got {self.steps!r}"))
+        if not isinstance(self.cfg, (int, float)) or not 0.0 <= self.cfg <= MAX_CFG:
+            problems.append(Problem("cfg", f"guidance strength must be from 0 to {MAX_CFG}, got {self.cfg!r}"))
+        if self.seed is not None and (not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED):
+            problems.append(Problem("seed", f"must be a whole number from 0 to {MAX_SEED}, got {self.seed!r}"))
+        if not isinstance(self.variations, int) or not 1 <= self.variations <= MAX_VARIATIONS:
+            problems.append(
+                Problem("variations", f"must be from 1 to {MAX_VARIATIONS}, got {self.variations!r}")
+            )
+        unknown = [f for f in self.formats if str(f).lower() not in FORMATS]
+        if unknown:
+            problems.append(Problem("formats", f"unknown {unknown}; choose from {list(FORMATS)}"))
+        if len(self.lyrics) > MAX_LYRICS_CHARS:
+            problems.append(Problem("lyrics", f"{len(self.lyrics)} characters; the limit is {MAX_LYRICS_CHARS}"))
+        problems += self.style.problems()
+        if self.edit is not None:
+            problems += self.edit.problems(self.duration if duration_ok else shapes.FULL_MAX_SECONDS)
+        lyric_layout = None
+        if layout and duration_ok and len(self.lyrics) <= MAX_LYRICS_CHARS:
+            try:
+                lyric_layout = layout_request_lyrics(self, tokenizer=tokenizer)
+            except Exception as exc:  # a lyric layout crash is this request's problem, not the engine's
+                problems.append(Problem("lyrics", f"{type(exc).__name__}: {exc}"))
+            else:
+                problems += lyric_problems(lyric_layout, allow_dropped=self.allow_dropped_lines)
+        return Validation(problems, lyric_layout)
+
+    # -- (de)serialisation ------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["formats"] = list(self.formats)
+        if self.edit is not None:
+            d["edit"]["segments"] = [list(s) for s in self.edit.segments]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SongRequest:
+        d = dict(d)
+        style = d.pop("style", None)
+        if isinstance(style, dict):
+            d["style"] = Style(**style)
+        elif style is not None:
+            d["style"] = Style(text=str(style))
+        edit = d.pop("edit", None)
+        if edit:
+            d["edit"] = Reference(edit["song"], tuple(tuple(map(float, s)) for s in edit["segments"]),
+                                  edit.get("mode", "edit"))
+        if "formats" in d:
+            d["formats"] = tuple(d["formats"])
+        return cls(**d)
+
+
+@dataclass
+class Validation:
+    problems: list[Problem]
+    layout: Any = None  # engine.lyrics.LyricLayout when the lyrics could be laid out
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def raise_if_invalid(self) -> None:
+        if self.problems:
+            raise ValidationError(self.problems)
+
+
+def layout_request_lyrics(request: SongRequest, *, tokenizer: Any = None) -> Any:
+    """Lay the request's lyrics out on the frame grid (plain lyrics are timed first)."""
+    from engine import lyrics  # lazy: the lyric helper pulls phonemizer/jieba
+
+    text = request.lyrics
+    if text.strip() and not request.is_lrc:
+        text = lyrics.time_lyrics(text, request.duration)
+    return lyrics.layout_lyrics(text, request.duration, tokenizer=tokenizer)
+
+
+def lyric_problems(layout: Any, *, allow_dropped: bool) -> list[Problem]:
+    """Lines the model would not sing, one problem per line, from the layout's per-line report."""
+    if allow_dropped or getattr(layout, "can_sing", True):
+        return []
+    out: list[Problem] = []
+    for entry in getattr(layout, "lines", []) or []:
+        if _entry_dropped(entry):
+            line = _get(entry, "line", "number", "line_no", "lineno")
+            why = _get(entry, "reason", "why", "message", "note") or "dropped"
+            out.append(Problem("lyrics", f"will not be sung: {why}", line=line))
+    if not out:  # the report did not say which line; still refuse, with the layout's own warnings
+        out.append(Problem("lyrics", "some lines cannot be sung: " + "; ".join(map(str, layout.warnings))))
+    return out
+
+
+def _get(entry: Any, *names: str) -> Any:
+    for name in names:
+        value = entry.get(name) if isinstance(entry, dict) else getattr(entry, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def _entry_dropped(entry: Any) -> bool:
+    dropped = _get(entry, "dropped")
+    if dropped is not None:
+        return bool(dropped)
+    sung = _get(entry, "sung")
+    if sung is not None:
+        return not sung
+    action = str(_get(entry, "action", "status", "outcome", "fate") or "").lower()
+    return action in {"dropped", "drop", "skipped", "skip", "truncated_away", "cut"}

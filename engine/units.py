@@ -1,0 +1,122 @@
+"""The pieces of work the pipeline moves: a job's shared context and its takes (one device job each)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from engine.events import TakeEta, TakeResult
+from engine.jobs import Job
+
+
+class BusyError(RuntimeError):
+    """The engine's queue is full: submit again later (raised at once, nothing was queued)."""
+
+
+class WorkerLost(RuntimeError):
+    """The worker running a take died or hung; the take may be retried elsewhere."""
+
+
+@dataclass
+class Prepared:
+    """Host-input results shared by every take of a job (what the device job needs besides the seed)."""
+
+    tokens: np.ndarray  # int64 [frames], one lyric token per latent frame
+    style: np.ndarray  # float32 [512]
+    negative_style: np.ndarray  # float32 [512]
+    song_duration: float | None  # fp16-rounded end_frame / max_frames (upstream's value)
+    cond: np.ndarray | None = None  # float32 [frames, 64] reference latent (edit/continuation)
+    edit_segments: list[list[int]] | None = None  # frames, end-exclusive
+    effective: dict[str, Any] = field(default_factory=dict)  # what the record shows as "effective"
+    lyrics_report: list[Any] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)  # load, prepare
+
+    @property
+    def frames(self) -> int:
+        return int(self.tokens.shape[0])
+
+
+class JobContext:
+    """A job's state inside the engine: its takes, the shared preparation, how it ends."""
+
+    def __init__(self, job: Job, request: Any, seeds: list[int], *, validation: Any = None,
+                 out_dir: Path | None = None):
+        self.job = job
+        self.request = request
+        self.seeds = seeds
+        self.validation = validation
+        self.out_dir = out_dir
+        self.submitted = time.monotonic()
+        self.prepared: Prepared | None = None
+        self.prepare_lock = threading.Lock()
+        self.results: dict[int, TakeResult] = {}
+        self.live: set[int] = set()  # takes admitted and not yet finished (any outcome)
+        self.waiting = len(seeds)  # takes not yet admitted
+        self.error: str | None = None
+        self.ended = False
+
+    @property
+    def stopping(self) -> bool:
+        return self.error is not None or self.job.cancel_requested
+
+
+@dataclass
+class Unit:
+    """One take of one job: the unit of admission, placement, retry and output."""
+
+    ctx: JobContext
+    take: int
+    seed: int
+    attempt: int = 1
+    worker: str = ""
+    admitted: float = 0.0
+    blocks: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (start sample, [2, n])
+    device_timings: dict[str, float] = field(default_factory=dict)
+    eta: TakeEta | None = None
+    handle: Any = None  # the device stage's handle for cancel
+
+    @property
+    def job(self) -> Job:
+        return self.ctx.job
+
+    @property
+    def key(self) -> str:
+        return f"{self.job.id}/{self.take}"
+
+    def audio(self) -> np.ndarray:
+        """The decoded song, float32 [2, n], from the windows in order."""
+        if not self.blocks:
+            raise RuntimeError("the worker finished without sending audio")
+        blocks = sorted(self.blocks, key=lambda b: b[0])
+        expected = 0
+        for start, block in blocks:
+            if start != expected:
+                raise RuntimeError(f"audio windows do not join: a window starts at {start}, expected {expected}")
+            expected += block.shape[-1]
+        return np.concatenate([b for _, b in blocks], axis=-1)
+
+
+class DeviceSink(Protocol):
+    """What the device stage reports about a unit (called from the device stage's threads)."""
+
+    def running(self, unit: Unit, worker: str) -> None: ...
+    def step(self, unit: Unit, k: int, total: int, seconds: float) -> None: ...
+    def window(self, unit: Unit, j: int, total: int, seconds: float, start: int, audio: np.ndarray) -> None: ...
+    def done(self, unit: Unit, timings: dict[str, float]) -> None: ...
+    def error(self, unit: Unit, text: str) -> None: ...
+    def cancelled(self, unit: Unit) -> None: ...
+    def lost(self, unit: Unit, reason: str) -> None: ...
+
+
+class DeviceStage(Protocol):
+    """Runs units on the card(s). `start` may block until a worker has room (that is the back-pressure);
+    it must report every unit it accepts exactly once as done, error, cancelled or lost."""
+
+    def start(self, unit: Unit, sink: DeviceSink) -> None: ...
+    def cancel(self, unit: Unit) -> None: ...

@@ -1,0 +1,233 @@
+"""The pipeline, jobs and events with an in-process fake device stage (no worker, no torch): ordering,
+subscribers, cancel, failure isolation, busy rejection, retry on a lost worker."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.events import (
+    AudioChunk,
+    Cancelled,
+    Decoding,
+    Done,
+    Failed,
+    Preparing,
+    Queued,
+    Retrying,
+    Running,
+    Step,
+    TakeDone,
+    TakeResult,
+)
+from engine.jobs import Job
+from engine.pipeline import Pipeline
+from engine.units import BusyError, JobContext, Prepared, Unit
+
+
+class FakeDevice:
+    """Runs each unit on its own thread: `steps` steps then 2 windows of seeded noise."""
+
+    def __init__(self, *, step_s: float = 0.01, capacity: int = 4, lose: int = 0):
+        self.step_s, self.capacity, self.lose = step_s, capacity, lose
+        self.sem = threading.Semaphore(capacity)
+        self.live: dict[str, Unit] = {}
+        self.cancelled: set[str] = set()
+        self.busy_log: list[tuple[float, float]] = []
+
+    def units_of(self, ctx: JobContext) -> list[Unit]:
+        return [u for u in list(self.live.values()) if u.ctx is ctx]
+
+    def start(self, unit: Unit, sink) -> None:
+        self.sem.acquire()
+        self.live[unit.key] = unit
+        threading.Thread(target=self._run, args=(unit, sink), daemon=True).start()
+
+    def cancel(self, unit: Unit) -> None:
+        self.cancelled.add(unit.key)
+
+    def _run(self, unit: Unit, sink) -> None:
+        try:
+            sink.running(unit, "fake0")
+            total = unit.ctx.request.steps
+            for k in range(1, total + 1):
+                time.sleep(self.step_s)
+                if unit.key in self.cancelled:
+                    sink.cancelled(unit)
+                    return
+                if self.lose > 0 and k == total // 2 + 1:
+                    self.lose -= 1
+                    sink.lost(unit, "worker fake0 died (test)")
+                    return
+                sink.step(unit, k, total, self.step_s)
+            rng = np.random.default_rng(unit.seed)
+            for j in (1, 2):
+                block = rng.standard_normal((2, 1000)).astype(np.float32)
+                sink.window(unit, j, 2, 0.001, (j - 1) * 1000, block)
+            sink.done(unit, {"steps": total * self.step_s, "decode": 0.002})
+        finally:
+            self.live.pop(unit.key, None)
+            self.sem.release()
+
+
+class Req:
+    def __init__(self, steps: int = 3, fail: str | None = None, prep_s: float = 0.0):
+        self.steps, self.fail, self.prep_s = steps, fail, prep_s
+
+
+def prepare(ctx: JobContext) -> Prepared:
+    ctx.job.publish(Preparing(ctx.job.id, what="lyrics"))
+    time.sleep(ctx.request.prep_s)
+    if ctx.request.fail:
+        raise ValueError(ctx.request.fail)
+    return Prepared(tokens=np.zeros(10, np.int64), style=np.zeros(512, np.float32),
+                    negative_style=np.zeros(512, np.float32), song_duration=None)
+
+
+def make_writer(out: Path):
+    def write(unit: Unit) -> TakeResult:
+        audio = unit.audio()
+        path = out / f"{unit.job.id}-{unit.take}.npy"
+        np.save(path, audio)
+        return TakeResult(unit.take, unit.seed, {"npy": str(path)}, dict(unit.device_timings), unit.worker)
+    return write
+
+
+def make(tmp_path: Path, device: FakeDevice | None = None, **kw) -> tuple[Pipeline, FakeDevice]:
+    device = device or FakeDevice()
+    pipe = Pipeline(prepare=prepare, device=device, write=make_writer(tmp_path),
+                    max_ready=kw.pop("max_ready", 4), queue_limit=kw.pop("queue_limit", 8), **kw)
+    return pipe, device
+
+
+def submit(pipe: Pipeline, req: Req, seeds: list[int], **kw) -> Job:
+    job = Job(req, **kw)
+    ctx = JobContext(job, req, seeds)
+    job._on_cancel = lambda j, reason: pipe.cancel(ctx)
+    pipe.submit(ctx)
+    return job
+
+
+def kinds(job: Job) -> list[str]:
+    return [e.kind for e in job.events]
+
+
+def test_events_in_order_and_files(tmp_path: Path) -> None:
+    pipe, _ = make(tmp_path)
+    job = submit(pipe, Req(steps=3), [7])
+    events = list(job)  # a late subscriber replays from the first event
+    assert [type(e) for e in events] == [Queued, Preparing, Running, Step, Step, Step, Decoding, AudioChunk,
+                                         Decoding, AudioChunk, TakeDone, Done]
+    assert [e.k for e in events if isinstance(e, Step)] == [1, 2, 3]
+    assert isinstance(events[0], Queued) and events[0].position == 0
+    done = events[-1]
+    audio = np.load(done.takes[0].files["npy"])
+    assert audio.shape == (2, 2000)
+    assert np.array_equal(audio[:, :1000], np.random.default_rng(7).standard_normal((2, 1000)).astype(np.float32))
+    # Audio chunks were pruned from history once the job ended; the stream itself still ends with Done.
+    assert not any(isinstance(e, AudioChunk) for e in job.events)
+    # ETAs fall as the steps proceed.
+    etas = [e.eta_s for e in events if isinstance(e, Step)]
+    assert etas[-1] is not None and etas[-1] <= etas[0]
+    pipe.close()
+
+
+def test_variations_and_several_subscribers_sync_and_async(tmp_path: Path) -> None:
+    pipe, _ = make(tmp_path)
+    job = submit(pipe, Req(steps=2), [100, 101, 102])
+    seen: list[list[str]] = []
+
+    def follow() -> None:
+        seen.append([e.kind for e in job])
+
+    t = threading.Thread(target=follow)
+    t.start()
+
+    async def follow_async() -> list[str]:
+        return [e.kind async for e in job]
+
+    async_kinds = asyncio.run(follow_async())
+    t.join(10)
+    done = job.result(10)
+    assert [t.seed for t in done.takes] == [100, 101, 102]
+    assert seen[0] == async_kinds and async_kinds[-1] == "done"
+    assert async_kinds.count("takedone") == 3
+    pipe.close()
+
+
+def test_failing_request_next_to_good_one(tmp_path: Path) -> None:
+    pipe, _ = make(tmp_path)
+    bad = submit(pipe, Req(fail="no such style"), [1])
+    good = submit(pipe, Req(steps=2), [2])
+    assert isinstance(bad.wait(10), Failed) and bad.final.error == "ValueError: no such style"
+    assert isinstance(good.wait(10), Done)
+    pipe.close()
+
+
+def test_busy_at_queue_limit(tmp_path: Path) -> None:
+    pipe, _ = make(tmp_path, FakeDevice(step_s=0.05), max_ready=1, queue_limit=2)
+    jobs = [submit(pipe, Req(steps=4), [i]) for i in range(3)]  # 1 admitted + 2 waiting
+    with pytest.raises(BusyError, match="queue is full"):
+        submit(pipe, Req(steps=4), [9])
+    assert [j.events[0].position for j in jobs] == [0, 1, 2]
+    for j in jobs:
+        assert isinstance(j.wait(20), Done)
+    # Positions moved up as the queue drained.
+    assert [e.position for e in jobs[2].events if isinstance(e, Queued)] == [2, 1]
+    pipe.close()
+
+
+@pytest.mark.parametrize("phase", ["queued", "preparing", "steps"])
+def test_cancel_at_each_phase(tmp_path: Path, phase: str) -> None:
+    pipe, device = make(tmp_path, FakeDevice(step_s=0.05), max_ready=1)
+    blocker = submit(pipe, Req(steps=4), [1])
+    job = submit(pipe, Req(steps=20, prep_s=0.5 if phase == "preparing" else 0.0), [2])
+    if phase == "queued":
+        job.cancel()
+    else:
+        blocker.wait(20)
+        want = Preparing if phase == "preparing" else Step
+        deadline = time.monotonic() + 10
+        while not any(isinstance(e, want) for e in job.events) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        job.cancel()
+    final = job.wait(10)
+    assert isinstance(final, Cancelled)
+    assert not any(isinstance(e, TakeDone) for e in job.events)
+    if phase == "steps":
+        steps = [e.k for e in job.events if isinstance(e, Step)]
+        assert 0 < len(steps) < 20
+    assert isinstance(blocker.wait(10), Done)
+    assert pipe.in_flight() == 0
+    pipe.close()
+
+
+def test_interactive_job_cancelled_when_last_subscriber_leaves(tmp_path: Path) -> None:
+    pipe, _ = make(tmp_path, FakeDevice(step_s=0.05))
+    job = submit(pipe, Req(steps=50), [3], interactive=True)
+    a, b = job.subscribe(), job.subscribe()
+    assert a.get(5) is not None
+    a.close()
+    time.sleep(0.1)
+    assert not job.cancel_requested  # one listener is still there
+    b.close()
+    assert isinstance(job.wait(10), Cancelled)
+    pipe.close()
+
+
+def test_lost_worker_retried_once_then_failed(tmp_path: Path) -> None:
+    pipe, device = make(tmp_path, FakeDevice(lose=1))
+    job = submit(pipe, Req(steps=4), [5])
+    assert isinstance(job.wait(10), Done)
+    assert [e.attempt for e in job.events if isinstance(e, Running)] == [1, 2]
+    assert sum(isinstance(e, Retrying) for e in job.events) == 1
+    device.lose = 2
+    job2 = submit(pipe, Req(steps=4), [6])
+    final = job2.wait(10)
+    assert isinstance(final, Failed) and final.error.startswith("WorkerDeadError: worker fake0 died")
+    pipe.close()
