@@ -1,0 +1,216 @@
+"""Flow-matching sampler: upstream `CFM.sample` (Euler, classifier-free guidance, edit segments).
+
+`sample()` is `start_song` + `step_song` x (steps - 1) + `finish_song`; the worker drives the same three
+calls, so both produce the same bytes. Per step: one DiT forward over a batch of 2B (conditional items
+first, then unconditional: cond -> 0, lyric ids -> 0, negative style), `v = v_c + (v_c - v_u) * cfg`,
+`x = x + (t[k+1] - t[k]) * v`. The lyric features, text-fusion terms, start/duration embeddings and RoPE
+tables are computed once per song (`DiT.prepare`).
+
+Precision modes (the DiT's dtype and `load_dit(precision=...)` choose):
+- float32: the reference; reproduces upstream's fp32 runs to ~1e-6 on CPU (use no TF32 on GPUs).
+- float16 / bfloat16, precision="mixed" (for GPUs): matmuls, attention and convolutions in half precision;
+  RMSNorm/LayerNorm/GRN statistics, the residual stream, the RoPE rotation, the time grid, the guidance
+  arithmetic (which multiplies the branch difference by cfg = 4) and the Euler state in float32.
+- float16, precision="upstream": everything in float16 as upstream after `model.half()` (fp16 time grid,
+  fp16 guidance and Euler state); norms still computed in float32. Matches upstream's fp16 CPU reference
+  within its tolerance.
+
+Noise: per batch item `manual_seed(seed); randn(N, 64)` in float32 on the CPU (a private generator, so the
+global RNG is untouched), then moved to the device: one seed is the same song on every backend. Upstream
+re-seeds before each item, so with one seed every item gets the same noise; pass a list of seeds for
+different noise per item.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from device_worker.dit import DiT, SongCache, fp16_value
+
+__all__ = ["Cancelled", "SongState", "sample", "start_song", "step_song", "finish_song", "make_noise"]
+
+
+class Cancelled(Exception):
+    """The progress callback returned False."""
+
+
+@dataclass
+class SongState:
+    x: torch.Tensor  # (b, n, m) Euler state in the state dtype
+    t: torch.Tensor  # (steps,) time grid in the state dtype
+    cache: SongCache  # prepared DiT inputs, batch 2b with guidance (conditional half first), else b
+    cond: torch.Tensor  # (b, n, m) reference latent, pasted back outside pred_mask
+    pred_mask: torch.Tensor  # (n,) bool, True = generated frame
+    cfg_strength: float
+    seed: int | list[int]  # the seed(s) the noise came from (drawn when none was given)
+    k: int = 0  # Euler steps done
+
+    @property
+    def total(self) -> int:
+        return self.t.numel() - 1
+
+    @property
+    def done(self) -> bool:
+        return self.k >= self.total
+
+    @property
+    def guided(self) -> bool:
+        return self.cfg_strength >= 1e-5  # upstream skips the unconditional branch below this
+
+
+def make_noise(seeds: Sequence[int], n: int, channels: int = 64) -> torch.Tensor:
+    """(b, n, channels) float32 CPU noise, item i = `manual_seed(seeds[i]); randn(n, channels)`."""
+    return torch.stack([torch.randn(n, channels, generator=torch.Generator().manual_seed(s)) for s in seeds])
+
+
+def _batch(v: torch.Tensor, b: int, what: str) -> torch.Tensor:
+    if v.shape[0] == b:
+        return v
+    if v.shape[0] == 1:
+        return v.expand(b, *v.shape[1:])
+    raise ValueError(f"{what} has batch {v.shape[0]}, expected {b} (or 1)")
+
+
+def _pred_mask(n: int, edit_segments: Sequence[tuple[int, int]] | None, device: torch.device) -> torch.Tensor:
+    if edit_segments is None:
+        return torch.ones(n, dtype=torch.bool, device=device)
+    frames = torch.arange(n, device=device)
+    mask = torch.zeros(n, dtype=torch.bool, device=device)
+    for start, end in edit_segments:
+        mask |= (frames >= int(start)) & (frames < int(end))
+    return mask
+
+
+@torch.inference_mode()
+def start_song(
+    dit: DiT,
+    *,
+    text: torch.Tensor,  # (b, n) lyric id per frame
+    style: torch.Tensor,  # (b, 512)
+    negative_style: torch.Tensor,  # (b, 512), used by the unconditional branch
+    duration: int,  # n frames
+    cond: torch.Tensor | None = None,  # (b, n', m) reference latent; padded with zeros / cropped to n
+    edit_segments: Sequence[tuple[int, int]] | None = None,  # frames to regenerate, end exclusive
+    steps: int = 32,
+    cfg_strength: float = 4.0,
+    sway: float | None = None,
+    seed: int | Sequence[int] | None = None,
+    noise: torch.Tensor | None = None,  # (b, n, m), overrides seed
+    start_time: float = 0.0,
+    song_duration: float | None = None,  # full model only; default fp16(n / max_frames)
+) -> SongState:
+    """Everything before the first Euler step: noise, masks, time grid and the prepared DiT inputs."""
+    device, sd = dit.proj_out.weight.device, dit.state_dtype
+    n, m = int(duration), dit.cfg.mel_dim
+    if text.ndim != 2 or text.shape[1] != n:
+        raise ValueError(f"text must be (batch, {n}) lyric ids (one per frame), got {tuple(text.shape)}")
+    if steps < 2:
+        raise ValueError("steps must be >= 2 (steps points, steps - 1 Euler updates)")
+    b = text.shape[0]
+    text = text.to(device=device, dtype=torch.long)
+    style = _batch(style, b, "style").to(device)
+    negative_style = _batch(negative_style, b, "negative_style").to(device)
+
+    if cond is None:
+        cond = torch.zeros(b, n, m)
+    cond = _batch(cond, b, "cond")[:, :n]  # upstream crashes on a longer reference; crop it
+    if cond.shape[1] < n:
+        cond = torch.nn.functional.pad(cond, (0, 0, 0, n - cond.shape[1]))
+    cond = cond.to(device=device, dtype=sd)
+    pred_mask = _pred_mask(n, edit_segments, device)
+    step_cond = torch.where(pred_mask[None, :, None], 0, cond)
+
+    if noise is None:
+        if seed is None:
+            seed = secrets.randbits(63)
+        seeds = [int(seed)] * b if isinstance(seed, int) else [int(s) for s in seed]
+        if len(seeds) != b:
+            raise ValueError(f"{len(seeds)} seeds for a batch of {b}")
+        noise = make_noise(seeds, n, m)
+        seed = seeds[0] if isinstance(seed, int) else seeds
+    elif tuple(noise.shape) != (b, n, m):
+        raise ValueError(f"noise must be {(b, n, m)}, got {tuple(noise.shape)}")
+    x = noise.to(device=device, dtype=sd)
+
+    t = torch.linspace(0, 1, steps, device=device, dtype=sd)
+    if sway is not None:
+        t = t + sway * (torch.cos(math.pi / 2 * t) - 1 + t)
+
+    # upstream builds start_time / song_duration as fp16 tensors: round the values the same way
+    start = torch.full((b,), fp16_value(start_time), device=device, dtype=sd)
+    dur = None
+    if dit.cfg.duration_embed:
+        song_duration = n / dit.cfg.max_frames if song_duration is None else song_duration
+        dur = torch.full((b,), fp16_value(song_duration), device=device, dtype=sd)
+
+    guided = cfg_strength >= 1e-5
+    if guided:  # one batch of 2b: conditional items, then the unconditional ones
+        cache = dit.prepare(
+            torch.cat((step_cond, torch.zeros_like(step_cond))),
+            torch.cat((text, torch.zeros_like(text))),
+            torch.cat((style, negative_style)),
+            start.repeat(2),
+            None if dur is None else dur.repeat(2),
+        )
+    else:
+        cache = dit.prepare(step_cond, text, style, start, dur)
+    return SongState(x, t, cache, cond, pred_mask, float(cfg_strength), seed)
+
+
+@torch.inference_mode()
+def step_song(dit: DiT, state: SongState) -> None:
+    """One guided Euler step (in place on `state`)."""
+    if state.done:
+        raise RuntimeError(f"song already finished ({state.total} steps)")
+    k, x = state.k, state.x
+    t0, t1 = state.t[k], state.t[k + 1]
+    if state.guided:
+        v_c, v_u = dit.forward_prepared(torch.cat((x, x)), t0, state.cache).to(x.dtype).chunk(2)
+        v = v_c + (v_c - v_u) * state.cfg_strength
+    else:
+        v = dit.forward_prepared(x, t0, state.cache).to(x.dtype)
+    state.x = x + (t1 - t0) * v
+    state.k = k + 1
+
+
+def finish_song(state: SongState) -> torch.Tensor:
+    """(b, n, m) float32 latent: the sampled frames inside pred_mask, the reference outside."""
+    if not state.done:
+        raise RuntimeError(f"song not finished: {state.k} of {state.total} steps done")
+    return torch.where(state.pred_mask[None, :, None], state.x, state.cond).float()
+
+
+def sample(
+    dit: DiT,
+    *,
+    text: torch.Tensor,
+    style: torch.Tensor,
+    negative_style: torch.Tensor,
+    duration: int,
+    cond: torch.Tensor | None = None,
+    edit_segments: Sequence[tuple[int, int]] | None = None,
+    steps: int = 32,
+    cfg_strength: float = 4.0,
+    sway: float | None = None,
+    seed: int | Sequence[int] | None = None,
+    noise: torch.Tensor | None = None,
+    start_time: float = 0.0,
+    song_duration: float | None = None,
+    callback: Callable[[int, int], bool | None] | None = None,
+) -> torch.Tensor:
+    """Sample a latent (b, n, 64); `callback(step, total)` after each step, returning False cancels."""
+    state = start_song(
+        dit, text=text, style=style, negative_style=negative_style, duration=duration, cond=cond,
+        edit_segments=edit_segments, steps=steps, cfg_strength=cfg_strength, sway=sway, seed=seed,
+        noise=noise, start_time=start_time, song_duration=song_duration,
+    )
+    while not state.done:
+        step_song(dit, state)
+        if callback is not None and callback(state.k, state.total) is False:
+            raise Cancelled(f"cancelled after step {state.k} of {state.total}")
+    return finish_song(state)
