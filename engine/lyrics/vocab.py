@@ -1,0 +1,77 @@
+"""The model's phone vocabulary (`vocab.json`, 363 symbols) and where to find it.
+
+The product downloads `vocab.json` like the weights; the path comes from an argument, else the
+`STUDIO_LYRICS_VOCAB` environment variable, else the reference copy beside the checkout
+(`../shared/reference/diffrhythm/g2p/g2p/vocab.json`, used by tests and development).
+Model ids are vocab ids + 1 (0 is the filler between lines).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+ENV_VAR = "STUDIO_LYRICS_VOCAB"
+_DEV_COPY = Path(__file__).resolve().parents[3] / "shared" / "reference" / "diffrhythm" / "g2p" / "g2p" / "vocab.json"
+
+COMMA_ID = 1  # model id of ","
+PERIOD_ID = 2  # model id of "." (end of line)
+
+
+class VocabError(RuntimeError):
+    """vocab.json is missing or malformed."""
+
+
+@dataclass(frozen=True)
+class Vocab:
+    phone_to_id: dict[str, int]
+    path: str
+    id_to_phone: dict[int, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id_to_phone", {i: p for p, i in self.phone_to_id.items()})
+
+    def __len__(self) -> int:
+        return len(self.phone_to_id)
+
+    def model_ids(self, phones: str) -> list[int]:
+        """'a|b|c' -> model ids; phones the vocabulary lacks are dropped, as upstream does."""
+        return [self.phone_to_id[p] + 1 for p in phones.split("|") if p in self.phone_to_id]
+
+    def unknown(self, phones: str) -> list[str]:
+        return [p for p in phones.split("|") if p and p not in self.phone_to_id]
+
+    def decode(self, ids: list[int]) -> str:
+        return "|".join(self.id_to_phone.get(i - 1, "?") for i in ids)
+
+
+def resolve_vocab_path(path: str | os.PathLike[str] | None = None) -> Path:
+    if path is not None:
+        return Path(path)
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR])
+    return _DEV_COPY
+
+
+@lru_cache(maxsize=4)
+def _load(path: str) -> Vocab:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        table = data["vocab"]
+        if not isinstance(table, dict) or not all(isinstance(v, int) for v in table.values()):
+            raise ValueError("'vocab' must map phone symbols to integer ids")
+    except FileNotFoundError as exc:
+        raise VocabError(
+            f"phone vocabulary not found at {path}: fetch the model files or set {ENV_VAR}"
+        ) from exc
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise VocabError(f"phone vocabulary at {path} is unreadable: {exc}") from exc
+    return Vocab(dict(table), str(path))
+
+
+def load_vocab(path: str | os.PathLike[str] | None = None) -> Vocab:
+    """Load (and cache) vocab.json from `path`, $STUDIO_LYRICS_VOCAB or the development copy."""
+    return _load(str(resolve_vocab_path(path)))
