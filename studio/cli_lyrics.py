@@ -1,0 +1,94 @@
+"""`studio lyrics`: check lyrics before spending device time, and time plain lyrics.
+
+Exit status of `check`: 0 the lyrics can be sung as given (warnings allowed), 1 some words would be
+lost (dropped, truncated, skipped or unsung lines), 2 the input could not be read (or the phone
+vocabulary / espeak-ng is missing). `time` exits 0 with the LRC on stdout, 1 when the lyrics cannot
+fit the duration, 2 for unreadable input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from engine.textfile import TextFileError, read_text_file
+
+EXIT_OK, EXIT_LOST, EXIT_UNREADABLE = 0, 1, 2
+
+
+def _duration(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    from device_worker.shapes import max_frames_for
+
+    try:
+        max_frames_for(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    return value
+
+
+def _read(path: str) -> str:
+    try:
+        return read_text_file(path).text
+    except TextFileError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_UNREADABLE)
+
+
+def _environment_error(exc: Exception) -> None:
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(EXIT_UNREADABLE)
+
+
+@click.group()
+def lyrics() -> None:
+    """Check and time lyrics (LRC) for DiffRhythm."""
+
+
+@lyrics.command()
+@click.argument("file", type=str)
+@click.option("--duration", "-d", type=float, required=True, callback=_duration,
+              help="Song length in seconds: 95 (base model) or 96-285 (full model).")
+@click.option("--json", "as_json", is_flag=True, help="Print the token track and per-line report as JSON.")
+def check(file: str, duration: float, as_json: bool) -> None:
+    """Report what happens to every line of FILE (an LRC; '-' reads stdin)."""
+    from engine.lyrics import EspeakMissing, VocabError, layout_lyrics, render_text
+
+    text = _read(file)
+    try:
+        layout = layout_lyrics(text, duration)
+    except (VocabError, EspeakMissing) as exc:
+        _environment_error(exc)
+        return
+    if as_json:
+        click.echo(json.dumps(layout.to_dict(), ensure_ascii=False))
+    else:
+        click.echo(render_text(layout))
+    sys.exit(EXIT_OK if layout.can_sing else EXIT_LOST)
+
+
+@lyrics.command()
+@click.argument("file", type=str)
+@click.option("--duration", "-d", type=float, required=True, callback=_duration,
+              help="Song length in seconds: 95 (base model) or 96-285 (full model).")
+@click.option("--tempo", type=click.FloatRange(30, 300), default=None, help="Tempo in BPM (lines snap to beats).")
+@click.option("--intro", type=click.FloatRange(0, None), default=None, help="Seconds before the first line.")
+@click.option("--explain", is_flag=True, help="Also print the phoneme counts behind each time (to stderr).")
+def time(file: str, duration: float, tempo: float | None, intro: float | None, explain: bool) -> None:
+    """Print a timed LRC for the plain lyrics in FILE ([Verse]/[Chorus] tags allowed; '-' reads stdin)."""
+    from engine.lyrics import EspeakMissing, VocabError, plan_timing
+
+    text = _read(file)
+    try:
+        plan = plan_timing(text, duration, tempo_bpm=tempo, intro_s=intro)
+    except (VocabError, EspeakMissing) as exc:
+        _environment_error(exc)
+        return
+    except ValueError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_LOST)
+    if explain or not plan.lines:
+        for row in plan.explanation:
+            click.echo(row, err=True)
+    click.echo(plan.lrc, nl=False)
