@@ -19,6 +19,7 @@ frame is HMAC-SHA256 over all frames before it (see `wire.py`). Nothing is ever 
 | ENCODE   0x05    | Encode       | audio: f32 [2, n] (44.1 kHz)                                | ENCODED latent: f32 [T, 64] |
 | STYLE    0x06    | Style        | audio: f32 [B, n] (24 kHz mono) unless `texts`              | STYLE_EMB embedding: f32 [B, 512] |
 | FORWARD  0x07    | Forward      | x, cond: [B,N,64]; text: int64 [B,N]; time: [B] or []; style_prompt: [B,512]; start_time, duration: [B] (optional) | VELOCITY v: [B,N,64] |
+| DECODE   0x0a    | Decode       | latent: f32 [64, T] (channels first)                        | ACCEPTED, WINDOW x M, DONE (a job: cancellable) |
 | STATS    0x08    | Stats        | -                                                          | STATS_REPLY   |
 | SHUTDOWN 0x09    | Shutdown     | -                                                          | BYE, then the worker exits |
 
@@ -54,6 +55,7 @@ class Op(bytes, enum.Enum):
     FORWARD = b"\x07"
     STATS = b"\x08"
     SHUTDOWN = b"\x09"
+    DECODE = b"\x0a"
     # worker -> client
     WELCOME = b"\x41"
     LOADING = b"\x42"
@@ -140,6 +142,11 @@ class Forward(msgspec.Struct, **_OPTS):
     drop_audio_cond: bool = False
     drop_text: bool = False
     drop_prompt: bool = False
+
+
+class Decode(msgspec.Struct, **_OPTS):
+    window: int = 128
+    overlap: int = 32
 
 
 class Stats(msgspec.Struct, **_OPTS):
@@ -245,7 +252,7 @@ class Bye(msgspec.Struct, **_OPTS):
 
 BODY: dict[Op, type[msgspec.Struct]] = {
     Op.HELLO: Hello, Op.PING: Ping, Op.SUBMIT: Submit, Op.CANCEL: Cancel, Op.ENCODE: Encode,
-    Op.STYLE: Style, Op.FORWARD: Forward, Op.STATS: Stats, Op.SHUTDOWN: Shutdown,
+    Op.STYLE: Style, Op.FORWARD: Forward, Op.DECODE: Decode, Op.STATS: Stats, Op.SHUTDOWN: Shutdown,
     Op.WELCOME: Welcome, Op.LOADING: Loading, Op.READY: Ready, Op.PONG: Pong, Op.ACCEPTED: Accepted,
     Op.STEP: StepDone, Op.LATENT: Latent, Op.WINDOW: WindowDone, Op.DONE: Done, Op.ERROR: Error,
     Op.CANCELLED: Cancelled, Op.ENCODED: Encoded, Op.STYLE_EMB: StyleEmb, Op.VELOCITY: Velocity,
@@ -253,8 +260,8 @@ BODY: dict[Op, type[msgspec.Struct]] = {
 }
 OP_OF: dict[type[msgspec.Struct], Op] = {cls: op for op, cls in BODY.items()}
 
-REQUESTS = frozenset({Op.HELLO, Op.PING, Op.SUBMIT, Op.CANCEL, Op.ENCODE, Op.STYLE, Op.FORWARD, Op.STATS,
-                      Op.SHUTDOWN})
+REQUESTS = frozenset({Op.HELLO, Op.PING, Op.SUBMIT, Op.CANCEL, Op.ENCODE, Op.STYLE, Op.FORWARD, Op.DECODE,
+                      Op.STATS, Op.SHUTDOWN})
 
 _FLOATS = ("float32", "float16", "bfloat16")
 # op -> tensor name -> (allowed dtypes, allowed ranks, required). Checked by the worker before use.
@@ -266,6 +273,7 @@ TENSORS: dict[Op, dict[str, tuple[tuple[str, ...], tuple[int, ...], bool]]] = {
         "cond": (_FLOATS, (2,), False),
     },
     Op.ENCODE: {"audio": (("float32",), (2,), True)},
+    Op.DECODE: {"latent": (("float32",), (2,), True)},
     Op.STYLE: {"audio": (("float32",), (2,), False)},
     Op.FORWARD: {
         "x": (_FLOATS, (3,), True),

@@ -1,0 +1,137 @@
+"""The backend interface: what the worker needs from a card, small enough for a ttnn backend to implement.
+
+Five calls make a song (`load`, `prepare`, `step`, `decode_window`, `free`, plus `latent` to read the
+result of the steps); the rest are optional services a backend may refuse with `NotSupported`.
+Arrays cross this boundary as numpy (bfloat16 as `wire.BF16` bits), so a backend that runs under another
+torch build (ttnn pins its own) shares nothing with the host but numpy.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from device_worker.wire import Tensor
+
+Progress = Callable[[str, float], None]  # (stage, fraction 0..1)
+
+
+class NotSupported(RuntimeError):
+    """This backend does not offer the operation (the message names the backend and what is missing)."""
+
+
+@dataclass
+class JobSpec:
+    """One song as the sampler takes it. Shapes: text [N] int64, style/negative_style [512], cond [N, 64].
+    A decode-only job (RemoteVae) has `latent` [64, T] instead and no text."""
+
+    text: np.ndarray | None = None
+    style: Tensor | None = None
+    negative_style: Tensor | None = None
+    cond: Tensor | None = None
+    edit_segments: list[list[int]] | None = None
+    steps: int = 32
+    cfg_strength: float = 4.0
+    seed: int = 0
+    start_time: float = 0.0
+    song_duration: float | None = None
+    sway: float | None = None
+    decode_window: int = 128
+    decode_overlap: int = 32
+    latent: np.ndarray | None = None
+
+    @property
+    def frames(self) -> int:
+        if self.latent is not None:
+            return int(self.latent.shape[-1])
+        assert self.text is not None
+        return int(self.text.shape[0])
+
+
+@dataclass
+class JobHandle:
+    """A prepared job as the backend holds it. `state` is the backend's own (tensors on the device)."""
+
+    spec: JobSpec
+    state: Any
+    steps_total: int  # guided Euler steps (one STEP event each)
+    windows_total: int  # VAE windows (one WINDOW event each)
+    steps_done: int = 0
+    windows_done: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def steps_finished(self) -> bool:
+        return self.steps_done >= self.steps_total
+
+
+class Backend(abc.ABC):
+    """A card (or the CPU) with the DiffRhythm DiT and Oobleck VAE resident."""
+
+    name: str = "base"
+
+    def __init__(self, device: str, precision: str = "float32") -> None:
+        self.device = device
+        self.precision = precision
+
+    # ---- the core five ------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def load(self, dit: str, vae: str, progress: Progress) -> dict[str, str]:
+        """Put the weights on the device (and warm what needs warming); return model ids by role."""
+
+    @abc.abstractmethod
+    def prepare(self, spec: JobSpec) -> JobHandle:
+        """Upload one song's inputs and compute its timestep-invariant parts once."""
+
+    @abc.abstractmethod
+    def step(self, jobs: Sequence[JobHandle]) -> None:
+        """One guided Euler step (conditional + unconditional branch) for each job.
+
+        A backend may batch several jobs into one call only where each job's bytes stay the same as when
+        it runs alone (the worker's scheduler relies on it: the policy must never change a song)."""
+
+    @abc.abstractmethod
+    def latent(self, job: JobHandle) -> Tensor:
+        """The finished latent [N, 64] (reference pasted outside the edit segments); call after the steps."""
+
+    @abc.abstractmethod
+    def decode_window(self, job: JobHandle) -> np.ndarray:
+        """Decode the job's next VAE window; returns the kept audio block, float32 [2, n]."""
+
+    @abc.abstractmethod
+    def free(self, job: JobHandle) -> None:
+        """Drop everything the job holds on the device. Safe to call twice."""
+
+    # ---- optional services --------------------------------------------------------------------------
+    def encode(self, audio: np.ndarray, seed: int) -> np.ndarray:
+        """Stereo 44.1 kHz audio float32 [2, n] -> drawn latent float32 [n // 2048, 64] (edit mode)."""
+        raise NotSupported(f"the {self.name} backend cannot encode audio")
+
+    def style(self, texts: Sequence[str] | None, audio: np.ndarray | None) -> np.ndarray:
+        """Text prompts or 24 kHz mono audio [B, n] -> style embeddings float32 [B, 512]."""
+        raise NotSupported(f"the {self.name} backend has no style model")
+
+    def forward(self, tensors: Mapping[str, Tensor], drop_audio_cond: bool, drop_text: bool,
+                drop_prompt: bool) -> Tensor:
+        """One DiT forward with upstream's arguments (the RemoteDiT path) -> velocity [B, N, 64]."""
+        raise NotSupported(f"the {self.name} backend has no single-forward path")
+
+    def device_bytes(self) -> int:
+        """Device memory in use (0 where the backend cannot tell)."""
+        return 0
+
+    def live_jobs(self) -> int:
+        """Prepared jobs not yet freed (the worker reports it so a leak shows in `stats`)."""
+        return 0
+
+    def info(self) -> dict[str, str]:
+        """Versions and settings for the READY event."""
+        return {}
+
+    def close(self) -> None:
+        """Release the device (called once, at exit)."""
+        return None  # the torch backend frees with the process; ttnn closes its mesh device here

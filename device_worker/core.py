@@ -1,0 +1,197 @@
+"""The worker's inner loop: validate jobs, run one unit at a time on the backend, emit events. No sockets.
+
+`WorkerCore.admit` runs on the IO thread (so a refused job is answered at once, even while a unit runs);
+`WorkerCore.run_once` runs on the compute thread. Events go out through `emit(peer, rid, body, tensors)`,
+which the socket layer (`worker.py`) provides; tests can drive the core in-process with a list instead.
+Error scopes: a failing unit ends only its job or call ("ExceptionName: message"); the loop goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable, Mapping
+
+import msgspec
+
+from device_worker import protocol as P
+from device_worker.backends.base import Backend, JobSpec
+from device_worker.scheduler import Call, Job, Scheduler
+from device_worker.shapes import HOP, plan_windows
+from device_worker.wire import BF16, Message, ProtocolError, Tensor, check_tensors
+
+logger = logging.getLogger(__name__)
+
+Emit = Callable[[bytes, int, msgspec.Struct, Mapping[str, Tensor] | None], None]
+STYLE_DIM = 512
+
+
+def _shape(t: Tensor) -> tuple[int, ...]:
+    return tuple((t.bits if isinstance(t, BF16) else t).shape)
+
+
+def job_spec(msg: Message, limits: P.Limits, precision: str) -> JobSpec:
+    """A SUBMIT or DECODE message -> JobSpec, refusing anything the sampler would choke on, in a sentence."""
+    check_tensors(msg, P.TENSORS[msg.op])
+    t = msg.tensors
+    if msg.op is P.Op.DECODE:
+        body_d: P.Decode = msg.body  # type: ignore[assignment]
+        lat = t["latent"]
+        if _shape(lat)[0] != 64 or not 0 < _shape(lat)[1] <= limits.max_frames:
+            raise ProtocolError(f"DECODE latent must be [64, T] with 0 < T <= {limits.max_frames}, got {_shape(lat)}")
+        plan_windows(_shape(lat)[1], body_d.window, body_d.overlap)  # ValueError names a bad window
+        return JobSpec(latent=lat, decode_window=body_d.window, decode_overlap=body_d.overlap)  # type: ignore[arg-type]
+    body: P.Submit = msg.body  # type: ignore[assignment]
+    n = _shape(t["text"])[0]
+    if not 0 < n <= limits.max_frames:
+        raise ProtocolError(f"text holds {n} frames; a song has 1 to {limits.max_frames}")
+    for name in ("style", "negative_style"):
+        if _shape(t[name]) != (STYLE_DIM,):
+            raise ProtocolError(f"{name} must be [{STYLE_DIM}], got {list(_shape(t[name]))}")
+    if "cond" in t and (_shape(t["cond"])[1] != 64 or _shape(t["cond"])[0] > limits.max_frames):
+        raise ProtocolError(f"cond must be [frames, 64] with frames <= {limits.max_frames}, got {list(_shape(t['cond']))}")
+    if not 2 <= body.steps <= limits.max_steps:
+        raise ProtocolError(f"steps must be 2..{limits.max_steps}, got {body.steps}")
+    for seg in body.edit_segments or []:
+        if len(seg) != 2 or not 0 <= seg[0] < seg[1]:
+            raise ProtocolError(f"edit segment {seg!r} is not [start, end) in frames with start < end")
+    if body.precision and body.precision != precision:
+        raise ProtocolError(f"the job asks for {body.precision} but this worker runs {precision}; "
+                            "start another worker with --precision or leave precision empty")
+    plan_windows(n, body.decode_window, body.decode_overlap)
+    return JobSpec(
+        text=t["text"], style=t["style"], negative_style=t["negative_style"], cond=t.get("cond"),  # type: ignore[arg-type]
+        edit_segments=body.edit_segments, steps=body.steps, cfg_strength=body.cfg_strength, seed=body.seed,
+        start_time=body.start_time, song_duration=body.song_duration, sway=body.sway,
+        decode_window=body.decode_window, decode_overlap=body.decode_overlap,
+    )
+
+
+class WorkerCore:
+    """Inner loop: units from the scheduler run on the backend; events go to `emit`."""
+
+    def __init__(self, backend: Backend, scheduler: Scheduler, emit: Emit, limits: P.Limits) -> None:
+        self.backend = backend
+        self.scheduler = scheduler
+        self.emit = emit
+        self.limits = limits
+        self.busy_since = 0.0  # monotonic start of the unit in flight; 0 when idle (read by the IO thread)
+
+    # ---- IO thread -----------------------------------------------------------------------------------
+    def admit(self, peer: bytes, msg: Message) -> P.Accepted:
+        """Validate a SUBMIT/DECODE and hand it to the scheduler; raises (the IO thread replies ERROR)."""
+        spec = job_spec(msg, self.limits, self.backend.precision)
+        label = getattr(msg.body, "label", "") or msg.op.name.lower()
+        job = Job(peer, msg.rid, spec, label=label)
+        queued = self.scheduler.add_job(job)
+        windows = len(plan_windows(spec.frames, spec.decode_window, spec.decode_overlap))
+        steps = 0 if spec.latent is not None else spec.steps
+        logger.info("[job] admit rid=%d label=%s frames=%d steps=%d windows=%d queued=%d",
+                    msg.rid, label, spec.frames, steps, windows, queued)
+        return P.Accepted(frames=spec.frames, steps=steps, windows=windows, queued=queued)
+
+    # ---- compute thread ------------------------------------------------------------------------------
+    def run_once(self, timeout: float = 0.2) -> bool:
+        """Run the next unit (or reap a cancelled job); False when there was nothing to do."""
+        item = self.scheduler.next(timeout)
+        if item is None:
+            return False
+        kind, obj = item
+        self.busy_since = time.monotonic()
+        try:
+            if kind == "reap":
+                self._reap(obj)
+            elif kind == "call":
+                self._run_call(obj)
+            else:
+                self._run_unit(obj)
+        finally:
+            self.busy_since = 0.0
+        return True
+
+    def abort_all(self, reason: str) -> None:
+        """Shutdown: every job still held ends with an ERROR naming the reason."""
+        for job in self.scheduler.drain():
+            self._free(job)
+            self.emit(job.peer, job.rid, P.Error(f"WorkerShutdown: {reason}"), None)
+
+    def _free(self, job: Job) -> None:
+        if job.handle is not None:
+            self.backend.free(job.handle)
+            job.handle = None
+
+    def _reap(self, job: Job) -> None:
+        h = job.handle
+        stage = "queued" if h is None else ("steps" if not h.steps_finished else "decode")
+        self._free(job)
+        self.scheduler.remove(job)
+        logger.info("[job] cancelled rid=%d stage=%s", job.rid, stage)
+        self.emit(job.peer, job.rid, P.Cancelled(stage), None)
+
+    def _run_call(self, call: Call) -> None:
+        msg: Message = call.msg
+        try:
+            if msg.op is P.Op.FORWARD:
+                t0 = time.perf_counter()
+                body_f: P.Forward = msg.body  # type: ignore[assignment]
+                v = self.backend.forward(msg.tensors, body_f.drop_audio_cond, body_f.drop_text, body_f.drop_prompt)
+                self.emit(call.peer, call.rid, P.Velocity(time.perf_counter() - t0), {"v": v})
+            elif msg.op is P.Op.ENCODE:
+                seed = msg.body.seed if msg.body.seed is not None else secrets.randbits(63)  # type: ignore[attr-defined]
+                latent = self.backend.encode(msg.tensors["audio"], seed)  # type: ignore[arg-type]
+                self.emit(call.peer, call.rid, P.Encoded(seed), {"latent": latent})
+            elif msg.op is P.Op.STYLE:
+                texts = msg.body.texts  # type: ignore[attr-defined]
+                emb = self.backend.style(texts, None if texts is not None else msg.tensors.get("audio"))  # type: ignore[arg-type]
+                self.emit(call.peer, call.rid, P.StyleEmb(), {"embedding": emb})
+            else:
+                raise ProtocolError(f"op {msg.op.name} is not a call")
+        except Exception as exc:  # noqa: BLE001 - a failed call ends that call only
+            logger.warning("[call] failed rid=%d op=%s error=%s", call.rid, msg.op.name, P.exc_text(exc))
+            self.emit(call.peer, call.rid, P.Error(P.exc_text(exc)), None)
+
+    def _run_unit(self, job: Job) -> None:
+        try:
+            self._unit(job)
+        except Exception as exc:  # noqa: BLE001 - a failed unit ends that job only
+            logger.exception("[job] failed rid=%d", job.rid)
+            self._free(job)
+            self.scheduler.remove(job)
+            self.emit(job.peer, job.rid, P.Error(P.exc_text(exc)), None)
+        else:
+            self.scheduler.unit_done(job)
+
+    def _unit(self, job: Job) -> None:
+        tm = job.timings
+        t0 = time.perf_counter()
+        h = job.handle
+        if h is None:
+            tm["queue"] = time.monotonic() - job.arrived
+            job.handle = self.backend.prepare(job.spec)
+            tm["prepare"] = time.perf_counter() - t0
+            return
+        if not h.steps_finished:
+            self.backend.step([h])
+            dt = time.perf_counter() - t0
+            tm["steps"] = tm.get("steps", 0.0) + dt
+            self.emit(job.peer, job.rid, P.StepDone(h.steps_done, h.steps_total, dt), None)
+            if h.steps_finished:
+                t1 = time.perf_counter()
+                latent = self.backend.latent(h)
+                tm["latent"] = time.perf_counter() - t1
+                self.emit(job.peer, job.rid, P.Latent(job.spec.frames), {"latent": latent})
+            return
+        j = h.windows_done
+        audio = self.backend.decode_window(h)
+        dt = time.perf_counter() - t0
+        tm["decode"] = tm.get("decode", 0.0) + dt
+        start = plan_windows(job.spec.frames, job.spec.decode_window, job.spec.decode_overlap)[j].keep_start * HOP
+        self.emit(job.peer, job.rid, P.WindowDone(j + 1, h.windows_total, dt, start), {"audio": audio})
+        if h.windows_done >= h.windows_total:
+            tm["total"] = time.monotonic() - job.arrived
+            self._free(job)
+            self.scheduler.remove(job, finished=True)
+            logger.info("[job] done rid=%d label=%s total_s=%.3f steps_s=%.3f decode_s=%.3f", job.rid,
+                        job.label, tm["total"], tm.get("steps", 0.0), tm.get("decode", 0.0))
+            self.emit(job.peer, job.rid, P.Done(dict(tm)), None)

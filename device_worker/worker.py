@@ -1,0 +1,239 @@
+"""ZMQ wrapper running `WorkerCore` in the worker process: the serve loop.
+
+Two threads. The IO thread owns the ROUTER socket: it decodes and checks every message, answers HELLO,
+PING, STATS, CANCEL and SHUTDOWN at once (so heartbeats and cancels are answered while a unit runs),
+admits jobs and queues calls; and it forwards the compute thread's events, which arrive over an inproc
+PUSH/PULL pair without copies. The main thread loads the backend, then runs units until asked to stop.
+SIGTERM/SIGINT only set a flag: the unit in flight finishes, held jobs end with
+"WorkerShutdown: ...", sockets close, the ipc file and the device lock are released, exit code 0.
+The protocol is documented in `device_worker/protocol.py`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import msgspec
+import zmq
+
+from device_worker import protocol as P
+from device_worker import wire
+from device_worker.backends import make_backend
+from device_worker.core import WorkerCore
+from device_worker.lifecycle import DeviceLock, check_bind, clean_stale_ipc, ipc_path, rss_bytes
+from device_worker.scheduler import Call, Scheduler
+
+logger = logging.getLogger(__name__)
+
+_INPROC = "inproc://events"
+_CALLS = (P.Op.ENCODE, P.Op.STYLE, P.Op.FORWARD)
+
+
+@dataclass
+class WorkerConfig:
+    bind: str
+    dit: str
+    vae: str
+    backend: str = "torch"
+    device: str = "cpu"
+    precision: str = "float32"
+    policy: str = "fair"
+    max_jobs: int = 8
+    secret: bytes | None = None  # HMAC key; required for a non-loopback tcp bind
+    threads: int | None = None  # torch intra-op threads (None: torch's default)
+    lock_dir: str | None = None
+    style: str | None = None  # style model checkpoint; None: STYLE answers "style model not loaded"
+    mode: str = "mixed"  # half-precision flavour (device_worker.sampling)
+
+
+class WorkerServer:
+    """The worker process: ROUTER socket + IO thread around a WorkerCore on the main thread."""
+
+    def __init__(self, cfg: WorkerConfig) -> None:
+        self.cfg = cfg
+        self.limits = P.Limits(max_jobs=cfg.max_jobs)
+        options: dict[str, object] = {"threads": cfg.threads, "mode": cfg.mode, "style_path": cfg.style}
+        self.backend = make_backend(cfg.backend, cfg.device, cfg.precision,
+                                    **(options if cfg.backend == "torch" else {}))
+        self.scheduler = Scheduler(cfg.policy, cfg.max_jobs)
+        self.ctx = zmq.Context()
+        self._push: zmq.Socket | None = None
+        self.core = WorkerCore(self.backend, self.scheduler, self._emit, self.limits)
+        self._stop = threading.Event()
+        self._io_stop = threading.Event()
+        self._bound = threading.Event()
+        self._bind_error: BaseException | None = None
+        self._hello: set[bytes] = set()
+        self._ready: P.Ready | None = None
+        self._models: dict[str, str] = {}
+        self._lock = DeviceLock(cfg.backend, cfg.device, cfg.lock_dir)
+
+    # ---- lifecycle ----------------------------------------------------------------------------------
+    def serve(self) -> int:
+        """Bind, load, serve until SHUTDOWN or SIGTERM; returns the exit code."""
+        check_bind(self.cfg.bind, self.cfg.secret is not None)
+        self._lock.acquire()
+        io = threading.Thread(target=self._io_main, name="worker-io", daemon=True)
+        try:
+            clean_stale_ipc(self.cfg.bind)
+            io.start()
+            self._bound.wait(10)
+            if self._bind_error is not None:
+                raise self._bind_error
+            self._push = self.ctx.socket(zmq.PUSH)
+            self._push.connect(_INPROC)
+            self._install_signals()
+            if not self._load():
+                return 1
+            while not self._stop.is_set():
+                self.core.run_once(0.2)
+            logger.info("[shutdown] worker: stopping jobs=%d", len(self.scheduler))
+            self.core.abort_all("the worker is shutting down")
+            return 0
+        finally:
+            self._io_stop.set()
+            if io.is_alive():
+                io.join(10)
+            if self._push is not None:
+                self._push.close(linger=0)
+            self.ctx.term()
+            path = ipc_path(self.cfg.bind)
+            if path and os.path.exists(path):
+                os.unlink(path)
+            self.backend.close()
+            self._lock.release()
+            logger.info("[shutdown] worker: exited")
+
+    def _install_signals(self) -> None:
+        def on_signal(signum: int, frame: object) -> None:
+            if self._ready is None:  # still loading: nothing to finish, leave through `finally`
+                raise SystemExit(128 + signum)
+            self._stop.set()  # only a flag: the unit in flight finishes first
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+    def _load(self) -> bool:
+        t0 = time.perf_counter()
+
+        def progress(stage: str, fraction: float) -> None:
+            logger.info("[load] stage=%s fraction=%.2f", stage, fraction)
+            self._emit(b"", 0, P.Loading(stage, fraction), None)
+
+        try:
+            self._models = self.backend.load(self.cfg.dit, self.cfg.vae, progress)
+        except Exception as exc:  # noqa: BLE001 - reported to every waiting client, then exit 1
+            logger.exception("[load] failed")
+            self._emit(b"", 0, P.Error(f"LoadError: {P.exc_text(exc)}"), None)
+            return False
+        info = {**self.backend.info(), "policy": self.cfg.policy, "precision": self.cfg.precision}
+        self._ready = P.Ready(time.perf_counter() - t0, self._models, info)
+        logger.info("[worker] ready load_s=%.2f backend=%s device=%s", self._ready.load_s, self.cfg.backend,
+                    self.cfg.device)
+        self._emit(b"", 0, self._ready, None)
+        return True
+
+    def _emit(self, peer: bytes, rid: int, body: msgspec.Struct, tensors: Mapping[str, wire.Tensor] | None) -> None:
+        """Compute thread -> IO thread -> peer (b"" = every peer that said HELLO). Buffers are not copied."""
+        assert self._push is not None
+        frames = wire.encode(body, rid, tensors, key=self.cfg.secret)
+        self._push.send_multipart([peer, *frames], copy=False)
+
+    # ---- IO thread ----------------------------------------------------------------------------------
+    def _io_main(self) -> None:
+        router = self.ctx.socket(zmq.ROUTER)
+        pull = self.ctx.socket(zmq.PULL)
+        try:
+            # libzmq drops a peer whose frame exceeds this before allocating it in full.
+            router.setsockopt(zmq.MAXMSGSIZE, self.limits.max_tensor_bytes + self.limits.max_header_bytes)
+            router.setsockopt(zmq.SNDHWM, 100_000)  # a slow client must not lose audio windows
+            router.bind(self.cfg.bind)
+            pull.bind(_INPROC)
+        except zmq.ZMQError as exc:
+            self._bind_error = exc
+            self._bound.set()
+            router.close(0)
+            pull.close(0)
+            return
+        self._bound.set()
+        logger.info("[worker] listening bind=%s pid=%d policy=%s", self.cfg.bind, os.getpid(), self.cfg.policy)
+        poller = zmq.Poller()
+        poller.register(router, zmq.POLLIN)
+        poller.register(pull, zmq.POLLIN)
+        try:
+            while True:
+                stopping = self._io_stop.is_set()
+                for sock, _ in poller.poll(0 if stopping else 100):
+                    if sock is pull:
+                        self._forward(router, pull.recv_multipart(copy=False))
+                    else:
+                        frames = router.recv_multipart(copy=False)
+                        self._on_message(router, frames[0].bytes, frames[1:])
+                if stopping and not pull.poll(0):
+                    break
+        finally:
+            router.close(linger=2000)  # let the last events (WorkerShutdown errors, BYE) out
+            pull.close(linger=0)
+
+    def _forward(self, router: zmq.Socket, frames: list[zmq.Frame]) -> None:
+        peer = frames[0].bytes
+        if peer:
+            router.send_multipart([peer, *frames[1:]], copy=False)
+            return
+        body = [f.bytes for f in frames[1:]]  # a broadcast is small: copy it once per peer
+        for p in list(self._hello):
+            router.send_multipart([p, *body])
+
+    def _reply(self, router: zmq.Socket, peer: bytes, rid: int, body: msgspec.Struct) -> None:
+        router.send_multipart([peer, *wire.encode(body, rid, key=self.cfg.secret)], copy=False)
+
+    def _welcome(self) -> P.Welcome:
+        return P.Welcome(P.PROTOCOL_VERSION, self.cfg.backend, self.cfg.device, self.cfg.precision,
+                         self.cfg.policy, self._ready is not None, self.limits, self._models, os.getpid())
+
+    def _on_message(self, router: zmq.Socket, peer: bytes, frames: list[zmq.Frame]) -> None:
+        try:
+            msg = wire.decode(frames, limits=self.limits, key=self.cfg.secret)
+        except wire.WireError as exc:
+            logger.warning("[io] refused peer=%s error=%s", peer.hex(), P.exc_text(exc))
+            self._reply(router, peer, wire.peek_rid(frames), P.Error(P.exc_text(exc)))
+            return
+        op, rid = msg.op, msg.rid
+        try:
+            if op is P.Op.HELLO:
+                self._hello.add(peer)
+                self._reply(router, peer, rid, self._welcome())
+                if self._ready is not None:
+                    self._reply(router, peer, 0, self._ready)
+            elif op is P.Op.PING:
+                busy = self.core.busy_since
+                self._reply(router, peer, rid, P.Pong(time.monotonic() - busy if busy else 0.0, len(self.scheduler)))
+            elif op is P.Op.STATS:
+                cur, peak = rss_bytes()
+                self._reply(router, peer, rid, P.StatsReply(cur, peak, self.backend.device_bytes(),
+                                                            len(self.scheduler), self.backend.live_jobs(),
+                                                            self.scheduler.jobs_done, self.cfg.policy))
+            elif op is P.Op.CANCEL:
+                if not self.scheduler.cancel(peer, msg.body.job):  # type: ignore[attr-defined]
+                    raise KeyError(f"no job {msg.body.job} is held for this client (finished already?)")  # type: ignore[attr-defined]
+            elif op in (P.Op.SUBMIT, P.Op.DECODE):
+                self._reply(router, peer, rid, self.core.admit(peer, msg))
+            elif op in _CALLS:
+                wire.check_tensors(msg, P.TENSORS.get(op, {}))
+                self.scheduler.add_call(Call(peer, rid, msg))
+            elif op is P.Op.SHUTDOWN:
+                logger.info("[shutdown] worker: requested by peer=%s", peer.hex())
+                self._reply(router, peer, rid, P.Bye())
+                self._stop.set()
+                self.scheduler.stop()
+            else:
+                raise wire.ProtocolError(f"{op.name} is not a request")
+        except Exception as exc:  # noqa: BLE001 - a bad request ends that request only
+            logger.warning("[io] request failed op=%s rid=%d error=%s", op.name, rid, P.exc_text(exc))
+            self._reply(router, peer, rid, P.Error(P.exc_text(exc)))
