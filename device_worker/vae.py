@@ -1,0 +1,269 @@
+"""The Oobleck VAE (stable-audio-tools family, DiffRhythm's `vae_model.pt`) in plain torch.
+
+    decoder: [B, 64, T] latents -> [B, 2, T * 2048] audio at 44.1 kHz
+    encoder: [B, 2, T * 2048] audio -> [B, 128, T] = mean (64) || scale (64), upstream `encode_export`
+
+Module names and nesting follow stable-audio-tools (`decoder.layers.N.layers.M`), so the reference
+TorchScript file's state dict loads as is; other layouts are mapped in `vae_checkpoint.py`.
+
+Precision: float32 is the reference (matches upstream within ~1e-6). `dtype=torch.bfloat16` or
+`torch.float16` runs the convolutions in that type on a GPU (half the activation memory); the Snake
+coefficients exp(alpha) and 1/(exp(beta) + 1e-9) are computed in float32 and cast, and decoded audio
+and encoder outputs are always returned as float32.
+
+Memory: a conv VAE's activations grow with the number of frames (~24 GB for a 285 s song in one call
+with the release's width), so songs are decoded in windows (`decode_windows`) and long audio is encoded
+in windows; one window's activations live at a time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from device_worker.shapes import DECODE_OVERLAP, DECODE_WINDOW, plan_windows
+from device_worker.vae_checkpoint import (
+    CheckpointError,
+    OobleckConfig,
+    canonical_state_dict,
+    check_against,
+    infer_config,
+    read_state_dict,
+)
+
+__all__ = ["CheckpointError", "OobleckConfig", "OobleckVAE", "draw_latent", "load_vae", "vae_from_state_dict"]
+
+
+class SnakeBeta(nn.Module):
+    """y = x + sin^2(e^alpha * x) / (e^beta + 1e-9), per channel; alpha and beta are stored as logs."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.zeros(channels))
+        self.beta = nn.Parameter(torch.zeros(channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, C, T]
+        # exp() of a log-scale parameter in bf16 would lose ~3 digits; do the coefficients in fp32.
+        freq = self.alpha.float().exp()[None, :, None].to(x.dtype)  # [1, C, 1]
+        inv_mag = (self.beta.float().exp() + 1e-9).reciprocal()[None, :, None].to(x.dtype)  # [1, C, 1]
+        return x + inv_mag * torch.sin(x * freq).pow(2)
+
+
+class ResidualUnit(nn.Module):
+    """x + conv1x1(snake(conv7_dilated(snake(x)))); length-preserving."""
+
+    def __init__(self, channels: int, dilation: int):
+        super().__init__()
+        self.layers = nn.Sequential(
+            SnakeBeta(channels),
+            nn.Conv1d(channels, channels, 7, dilation=dilation, padding=3 * dilation),
+            SnakeBeta(channels),
+            nn.Conv1d(channels, channels, 1),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, C, T] -> [B, C, T]
+        return x + self.layers(x)
+
+
+class EncoderBlock(nn.Module):
+    """Three residual units at `cin`, then a strided conv: [B, cin, T] -> [B, cout, T / stride]."""
+
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.layers = nn.Sequential(
+            ResidualUnit(cin, 1),
+            ResidualUnit(cin, 3),
+            ResidualUnit(cin, 9),
+            SnakeBeta(cin),
+            nn.Conv1d(cin, cout, 2 * stride, stride=stride, padding=math.ceil(stride / 2)),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+class DecoderBlock(nn.Module):
+    """Snake, transposed conv (k = 2s, exact x s for even s), three residual units:
+    [B, cin, T] -> [B, cout, T * stride]."""
+
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.layers = nn.Sequential(
+            SnakeBeta(cin),
+            nn.ConvTranspose1d(cin, cout, 2 * stride, stride=stride, padding=math.ceil(stride / 2)),
+            ResidualUnit(cout, 1),
+            ResidualUnit(cout, 3),
+            ResidualUnit(cout, 9),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+def _widths(cfg: OobleckConfig) -> list[int]:
+    # stable-audio-tools prepends a 1 to c_mults: the stem conv works at `channels`.
+    return [cfg.channels * m for m in (1, *cfg.c_mults)]
+
+
+class OobleckEncoder(nn.Module):
+    def __init__(self, cfg: OobleckConfig):
+        super().__init__()
+        w = _widths(cfg)
+        self.layers = nn.Sequential(
+            nn.Conv1d(cfg.io_channels, w[0], 7, padding=3),
+            *[EncoderBlock(w[i], w[i + 1], s) for i, s in enumerate(cfg.strides)],
+            SnakeBeta(w[-1]),
+            nn.Conv1d(w[-1], cfg.encoder_latent_dim, 3, padding=1),
+        )
+
+    def forward(self, audio: torch.Tensor) -> torch.Tensor:  # [B, 2, n] -> [B, 128, n / hop]
+        return self.layers(audio)
+
+
+class OobleckDecoder(nn.Module):
+    def __init__(self, cfg: OobleckConfig):
+        super().__init__()
+        w = _widths(cfg)
+        n = len(cfg.strides)
+        self.layers = nn.Sequential(
+            nn.Conv1d(cfg.decoder_latent_dim, w[-1], 7, padding=3),
+            *[DecoderBlock(w[i + 1], w[i], cfg.strides[i]) for i in reversed(range(n))],
+            SnakeBeta(w[0]),
+            nn.Conv1d(w[0], cfg.io_channels, 7, padding=3, bias=False),  # no bias, no tanh (final_tanh=False)
+        )
+
+    def forward(self, latent: torch.Tensor) -> torch.Tensor:  # [B, 64, T] -> [B, 2, T * hop]
+        return self.layers(latent)
+
+
+class OobleckVAE(nn.Module):
+    """Encoder + decoder with DiffRhythm's calling conventions (channels-first latents)."""
+
+    def __init__(self, cfg: OobleckConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.hop = cfg.hop
+        self.encoder = OobleckEncoder(cfg)
+        self.decoder = OobleckDecoder(cfg)
+
+    @property
+    def device(self) -> torch.device:
+        return self.decoder.layers[0].weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.decoder.layers[0].weight.dtype
+
+    def _check_latent(self, latent: torch.Tensor) -> None:
+        want = self.cfg.decoder_latent_dim
+        if latent.ndim != 3 or latent.shape[1] != want or latent.shape[2] == 0:
+            hint = (
+                " (channels-last? pass latent.transpose(1, 2))"
+                if latent.ndim == 3 and latent.shape[2] == want
+                else ""
+            )
+            raise ValueError(
+                f"decode takes a [B, {want}, T] latent with T > 0, got {tuple(latent.shape)}{hint}"
+            )
+
+    def _decode(self, latent: torch.Tensor) -> torch.Tensor:  # [B, 64, t] -> [B, 2, t * hop] float32
+        with torch.inference_mode():
+            return self.decoder(latent.to(self.device, self.dtype)).float()
+
+    def decode(self, latent_bcn: torch.Tensor) -> torch.Tensor:
+        """Whole latent in one call, as upstream `decode_export`: [B, 64, T] -> [B, 2, T * 2048].
+        Memory grows with T; use `decode_windows` for songs."""
+        self._check_latent(latent_bcn)
+        return self._decode(latent_bcn)
+
+    def decode_windows(
+        self, latent_bcn: torch.Tensor, window: int = DECODE_WINDOW, overlap: int = DECODE_OVERLAP
+    ) -> Iterator[torch.Tensor]:
+        """Decode window by window (`shapes.plan_windows`) and yield each window's kept samples as soon as
+        they exist: consecutive [B, 2, n_k] float32 blocks whose concatenation is the song [B, 2, T * 2048].
+
+        With window=128, overlap=32 this is upstream's chunked decode sample for sample (hard splice in
+        the middle of each overlap, later windows win); larger windows keep the same splice rule. Every
+        kept sample is >= overlap/2 frames from a window edge inside the song, beyond the decoder's
+        ~9-frame receptive field, so any window >= 2 * overlap agrees with `decode` up to rounding.
+        Only one window's activations exist at a time.
+        """
+        self._check_latent(latent_bcn)
+        hop = self.hop
+        for w in plan_windows(latent_bcn.shape[2], window, overlap):
+            audio = self._decode(latent_bcn[:, :, w.start : w.start + w.length])  # [B, 2, length * hop]
+            a, b = (w.keep_start - w.start) * hop, (w.keep_end - w.start) * hop
+            block = audio[:, :, a:b].clone()  # own storage, so the rest of the window can be freed now
+            del audio
+            yield block
+
+    def encode(
+        self, audio: torch.Tensor, window: int | None = DECODE_WINDOW, overlap: int = DECODE_OVERLAP
+    ) -> torch.Tensor:
+        """[B, 2, n] audio (44.1 kHz) -> [B, 128, ceil(n / 2048)] float32, mean || scale (`encode_export`).
+
+        n is zero-padded up to a multiple of 2048 (upstream leaves it and floors the frame count). Audio
+        of at most `window` frames is encoded in one call (= `encode_export`; upstream's chunked encode
+        crashes there); longer audio in windows like upstream's edit-mode chunked encode (128-frame
+        windows, 32-frame overlap, hard splice), so memory stays bounded. `window=None`: one call.
+        """
+        if audio.ndim != 3 or audio.shape[1] != self.cfg.io_channels or audio.shape[2] == 0:
+            raise ValueError(
+                f"encode takes [B, {self.cfg.io_channels}, n] audio with n > 0, got {tuple(audio.shape)}"
+            )
+        hop = self.hop
+        n_frames = -(-audio.shape[2] // hop)
+        pad = n_frames * hop - audio.shape[2]
+        if window is None:  # one call over everything
+            window, overlap = n_frames, 0
+        with torch.inference_mode():
+            out = torch.empty(audio.shape[0], self.cfg.encoder_latent_dim, n_frames, device=self.device)
+            for w in plan_windows(n_frames, window, overlap):
+                chunk = audio[:, :, w.start * hop : (w.start + w.length) * hop].to(self.device, self.dtype)
+                if pad and w.start + w.length == n_frames:
+                    chunk = F.pad(chunk, (0, pad))  # [B, 2, length * hop]
+                z = self.encoder(chunk).float()  # [B, 128, length]
+                out[:, :, w.keep_start : w.keep_end] = z[:, :, w.keep_start - w.start : w.keep_end - w.start]
+        return out
+
+
+def draw_latent(encoded: torch.Tensor, seed: int) -> torch.Tensor:
+    """Upstream `vae_sample`: [B, 128, T] mean || scale -> [B, 64, T] = mean + (softplus(scale) + 1e-4) * eps.
+
+    eps comes from a CPU generator seeded with `seed`, in float32, so a seed gives the same latent on
+    every device."""
+    if encoded.ndim != 3 or encoded.shape[1] % 2:
+        raise ValueError(f"draw_latent takes [B, 2 * D, T] (mean || scale), got {tuple(encoded.shape)}")
+    mean, scale = encoded.float().chunk(2, dim=1)  # [B, 64, T] each
+    gen = torch.Generator(device="cpu").manual_seed(int(seed))
+    eps = torch.randn(mean.shape, generator=gen, dtype=torch.float32).to(mean.device)
+    return mean + (F.softplus(scale) + 1e-4) * eps
+
+
+def vae_from_state_dict(
+    state_dict: dict[str, torch.Tensor],
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> OobleckVAE:
+    """Build the VAE that a state dict describes (any accepted layout, see `vae_checkpoint`), strictly."""
+    sd = canonical_state_dict(state_dict)
+    cfg = infer_config(sd)
+    with torch.device("meta"):
+        model = OobleckVAE(cfg)
+    check_against(model.state_dict(), sd)
+    model.load_state_dict(sd, strict=True, assign=True)
+    return model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+
+
+def load_vae(
+    path: str | Path, *, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
+) -> OobleckVAE:
+    """The release's TorchScript `vae_model.pt` (or a `.safetensors` / weights-only state dict) ->
+    OobleckVAE on `device` in `dtype`. Raises CheckpointError naming any key that does not map."""
+    return vae_from_state_dict(read_state_dict(path), device=device, dtype=dtype)
