@@ -1,0 +1,85 @@
+"""g2p: upstream's English ids, mixed-language segmentation, the Chinese fallback, the vocab loader."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from lyrics_fixtures import tokenizer, vocab_path  # noqa: F401
+
+from engine.lyrics.g2p import LyricTokenizer
+from engine.lyrics.g2p.english import merge_phones, normalise_numbers, normalise_text
+from engine.lyrics.g2p.mandarin import bopomofo_to_symbols, number_to_chinese
+from engine.lyrics.g2p.segment import segments
+from engine.lyrics.vocab import VocabError, load_vocab
+
+
+def test_hello_world_matches_upstream(tokenizer):  # noqa: F811
+    # the example in the upstream notes: h|ə|l|oʊ|_|w|ɜː|l|d
+    assert tokenizer.encode("Hello world").tokens == [42, 58, 51, 24, 5, 49, 8, 51, 31]
+
+
+def test_english_normalisation_rules():
+    assert normalise_numbers("$5.50").split() == "five dollars, fifty cents".split()
+    assert normalise_numbers("1999").strip() == "nineteen ninety-nine"
+    assert normalise_numbers("2005").strip() == "two thousand five"
+    assert normalise_numbers("1/2 of 3/4").strip().startswith("one half")
+    assert normalise_text("Mr. Smith ... said") == "mister.Smith…said"
+    assert merge_phones("t|ɹ|iː|_|ɐ") == "tɹ|iː|_|ɚ"
+
+
+def test_segments_like_upstream():
+    assert segments("你好，hello world") == [("你好，", "zh"), ("hello world", "en")]
+    assert segments("  123 abc") == [("  123 abc", "en")]
+    assert segments("1 2 3") == [("1 2 3", "other")]
+    assert segments("") == [("", "")]
+
+
+def test_chinese_fallback_says_so(tokenizer):  # noqa: F811
+    enc = tokenizer.encode("我爱你")
+    assert enc.chinese_mode == "pypinyin" and enc.languages == ("zh",)
+    assert enc.phones == "uo↓↑|aɪ↓|n|i↓↑" and not enc.unknown_phones
+    assert all(t > 75 or t in (45, 46, 51, 34) for t in enc.tokens)  # Mandarin symbols + shared n/m/l/f
+
+
+def test_chinese_sandhi_and_apical_vowels():
+    assert bopomofo_to_symbols("ㄓˋ|ㄙˉ|ㄋㄧˇ") == "ts`⁼ɹ↓|sɹ→|n|i↓↑"
+    assert number_to_chinese("2024") == "二千零二十四" and number_to_chinese("10") == "十"
+    assert number_to_chinese("3.14") == "三点一四"
+
+
+def test_chinese_lexicon_mode(tmp_path, vocab_path):  # noqa: F811
+    (tmp_path / "chinese_lexicon.txt").write_text("你好\tni3 hao3\n", encoding="utf-8")
+    (tmp_path / "pinyin_2_bpmf.txt").write_text("ni\tㄋㄧ\nhao\tㄏㄠ\n", encoding="utf-8")
+    lex = LyricTokenizer(vocab_path, chinese_data_dir=tmp_path).encode("你好")
+    assert lex.chinese_mode == "lexicon" and lex.phones == "n|i↑|x|ɑʊ↓↑"
+
+
+def test_mixed_line_keeps_upstream_boundaries(tokenizer):  # noqa: F811
+    mixed = tokenizer.encode("你好 hello")
+    assert mixed.languages == ("zh", "en")
+    assert mixed.tokens == tokenizer.encode("你好").tokens + tokenizer.encode("hello").tokens
+
+
+def test_lines_upstream_crashes_on(tokenizer):  # noqa: F811
+    assert tokenizer.encode("").kind == "break" and tokenizer.encode("").tokens == []
+    assert tokenizer.encode("...!").kind == "break"
+    assert tokenizer.encode("안녕하세요").kind == "unsupported"
+    assert tokenizer.encode("42").tokens == tokenizer.encode("forty-two").tokens
+    assert tokenizer.encode("42", digits_language="zh").phones == "sɹ↓|s`ɹ↑|əɹ↓"  # 四十二
+
+
+def test_cache_returns_the_same_result(tokenizer):  # noqa: F811
+    assert tokenizer.encode("cache me") is tokenizer.encode("cache me")
+
+
+def test_vocab_loading(tmp_path, vocab_path, monkeypatch):  # noqa: F811
+    assert len(load_vocab(vocab_path)) == 363
+    monkeypatch.setenv("STUDIO_LYRICS_VOCAB", str(vocab_path))
+    assert load_vocab().path == str(vocab_path)
+    with pytest.raises(VocabError, match="not found"):
+        load_vocab(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"nope": 1}))
+    with pytest.raises(VocabError, match="unreadable"):
+        load_vocab(bad)
