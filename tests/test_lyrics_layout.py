@@ -10,7 +10,16 @@ from lyrics_fixtures import tokenizer, vocab_path  # noqa: F401
 from engine.lyrics import layout_lyrics
 from engine.lyrics.layout import fp16
 from engine.lyrics.report import (
-    BREAK, DROPPED, END, IGNORED, PUSHED, SKIPPED, SUNG, TRUNCATED, UNSUNG, render_text,
+    BREAK,
+    DROPPED,
+    END,
+    IGNORED,
+    PUSHED,
+    SKIPPED,
+    SUNG,
+    TRUNCATED,
+    UNSUNG,
+    render_text,
 )
 
 
