@@ -281,8 +281,8 @@ TENSORS: dict[Op, dict[str, tuple[tuple[str, ...], tuple[int, ...], bool]]] = {
         "text": (("int64",), (2,), True),
         "time": (_FLOATS, (0, 1), True),
         "style_prompt": (_FLOATS, (2,), True),
-        "start_time": (_FLOATS, (1,), False),
-        "duration": (_FLOATS, (1,), False),
+        "start_time": (_FLOATS, (0, 1), False),
+        "duration": (_FLOATS, (0, 1), False),
     },
 }
 

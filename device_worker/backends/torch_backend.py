@@ -69,7 +69,7 @@ class TorchBackend(Backend):
         if t is None:
             return None
         if isinstance(t, BF16):
-            return torch.from_numpy(np.array(t.bits, dtype=np.int16, copy=True)).view(torch.bfloat16)
+            return torch.from_numpy(t.bits.view(np.int16).copy()).view(torch.bfloat16)
         return torch.from_numpy(np.array(t, copy=True))
 
     @staticmethod
@@ -213,6 +213,12 @@ class TorchBackend(Backend):
 
         out = {"torch": str(torch.__version__), "threads": str(torch.get_num_threads()), "mode": self.mode,
                "pid": str(os.getpid())}
+        if self.dit is not None:  # what RemoteDiT needs to stand in for the DiT on the host
+            cfg = self.dit.cfg
+            out.update({"dit.mel_dim": str(cfg.mel_dim), "dit.max_frames": str(cfg.max_frames),
+                        "dit.duration_embed": str(int(bool(cfg.duration_embed))),
+                        "dit.dtype": str(self.dit.dtype).removeprefix("torch."),
+                        "dit.state_dtype": str(self.dit.state_dtype).removeprefix("torch.")})
         if self.device.startswith("cuda"):
             out["gpu"] = torch.cuda.get_device_name(torch.device(self.device))
         return out

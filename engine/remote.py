@@ -1,0 +1,340 @@
+"""The engine's side of the device worker: start it, watch it, talk to it.
+
+`Worker(dit=..., vae=...)` starts `python -m device_worker` as a subprocess (or attaches to one with
+`connect=`), `wait_ready()` returns once the weights are on the device, `close()` returns only after the
+process exited (terminate -> wait -> kill), so the card is free afterwards. One IO thread owns the DEALER
+socket: it sends heartbeats, routes every reply or event to the queue of the request it belongs to, and
+declares the worker dead (`WorkerDeadError` on every waiter and every later call) when the process exits
+or nothing has been heard for `dead_after_s` seconds. Callers on any thread submit jobs and iterate their
+events with deadlines. No torch here: `RemoteDiT` (in `engine.remote_dit`) imports it when built.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import zmq
+
+from device_worker import protocol as P
+from device_worker import wire
+from engine.remote_calls import (
+    TERMINAL,
+    Event,
+    Job,
+    RemoteVae,
+    SongResult,
+    WorkerDeadError,
+    WorkerError,
+    _Dead,
+    _host,
+    collect,
+)
+
+__all__ = ["TERMINAL", "Event", "Job", "RemoteDiT", "RemoteVae", "SongResult", "Worker", "WorkerDeadError",
+           "WorkerError", "collect"]
+
+logger = logging.getLogger(__name__)
+
+READY_TIMEOUT_ENV = "DRS_WORKER_READY_TIMEOUT_S"
+
+
+class Worker:
+    """A device worker process (or a connection to one) with heartbeats and per-request event queues."""
+
+    def __init__(self, dit: str | None = None, vae: str | None = None, backend: str = "torch", device: str = "cpu",
+                 python: str | None = None, bind: str | None = None, *, command: Sequence[str] | None = None,
+                 connect: str | None = None, policy: str = "fair", precision: str = "float32", max_jobs: int = 8,
+                 threads: int | None = None, secret: bytes | None = None, secret_file: str | None = None,
+                 lock_dir: str | None = None, style: str | None = None, extra_args: Sequence[str] = (),
+                 heartbeat_s: float = 0.5, dead_after_s: float = 3.0, unit_timeout_s: float | None = 600.0,
+                 env: Mapping[str, str] | None = None) -> None:
+        self.dit, self.vae, self.backend, self.device = dit, vae, backend, device
+        self.python, self.command, self.policy, self.precision = python, command, policy, precision
+        self.max_jobs, self.threads, self.lock_dir, self.style = max_jobs, threads, lock_dir, style
+        self.extra_args = list(extra_args)
+        self.secret_file = secret_file
+        self.secret = secret if secret is not None else wire.read_secret(secret_file)
+        self.heartbeat_s, self.dead_after_s, self.unit_timeout_s = heartbeat_s, dead_after_s, unit_timeout_s
+        self.env = dict(env) if env is not None else None
+        self._tmpdir: str | None = None
+        if connect is None and bind is None:
+            self._tmpdir = tempfile.mkdtemp(prefix="drs-")  # short path: unix sockets cap at ~107 chars
+            bind = f"ipc://{self._tmpdir}/worker.sock"
+        self.endpoint = connect or bind
+        self.spawn = connect is None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path: str | None = None
+        self.welcome: P.Welcome | None = None
+        self.ready: P.Ready | None = None
+        self._rids = itertools.count(1)
+        self._waiters: dict[int, queue.Queue[Any]] = {}
+        self._ready_q: queue.Queue[Event | _Dead] = queue.Queue()
+        self._lock = threading.Lock()
+        self._ctx = zmq.Context()
+        self._push: zmq.Socket | None = None
+        self._io: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._dead: WorkerDeadError | None = None
+        self._last_heard = 0.0
+        self._closed = False
+
+    # ---- lifecycle ----------------------------------------------------------------------------------
+    def argv(self) -> list[str]:
+        """The worker's command line: `command` prefix (a container, another venv) or `python -m`."""
+        prefix = list(self.command) if self.command else [self.python or sys.executable]
+        argv = [*prefix, "-m", "device_worker", "--backend", self.backend, "--device", self.device,
+                "--bind", self.endpoint, "--dit", str(self.dit), "--vae", str(self.vae), "--policy", self.policy,
+                "--precision", self.precision, "--max-jobs", str(self.max_jobs)]
+        for flag, value in (("--threads", self.threads), ("--lock-dir", self.lock_dir), ("--style", self.style),
+                            ("--secret-file", self.secret_file)):
+            if value is not None:
+                argv += [flag, str(value)]
+        return argv + self.extra_args
+
+    def start(self) -> Worker:
+        if self.spawn:
+            if self.dit is None or self.vae is None:
+                raise ValueError("Worker needs dit= and vae= checkpoint paths to start a worker (or connect=)")
+            if self.secret is not None and self.secret_file is None:
+                raise ValueError("pass secret_file= so the worker process gets the same secret")
+            logdir = self._tmpdir or tempfile.gettempdir()
+            self.log_path = os.path.join(logdir, "worker.log")
+            with open(self.log_path, "ab") as log:
+                self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                                             start_new_session=True)  # a Ctrl-C in the engine is not the worker's
+            logger.info("[remote] started pid=%d bind=%s", self.proc.pid, self.endpoint)
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RCVHWM, 100_000)
+        sock.connect(self.endpoint)
+        pull = self._ctx.socket(zmq.PULL)
+        pull.bind(f"inproc://out-{id(self)}")
+        self._push = self._ctx.socket(zmq.PUSH)
+        self._push.connect(f"inproc://out-{id(self)}")
+        self._io = threading.Thread(target=self._io_main, args=(sock, pull), name="worker-client-io", daemon=True)
+        self._io.start()
+        self._send(P.Hello(f"engine pid {os.getpid()}"), next(self._rids), waiter=self._ready_q)
+        return self
+
+    def wait_ready(self, timeout_s: float | None = None) -> P.Ready:
+        """Block until READY (weights on the device). Raises WorkerDeadError if the worker exits or fails
+        to load, TimeoutError after `timeout_s` (default $DRS_WORKER_READY_TIMEOUT_S or 300)."""
+        if self.ready is not None:
+            return self.ready
+        timeout_s = timeout_s if timeout_s is not None else float(os.environ.get(READY_TIMEOUT_ENV, "300"))
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"worker not ready within {timeout_s} s (configured by timeout_s or "
+                                   f"{READY_TIMEOUT_ENV}){self._log_tail()}")
+            try:
+                item = self._ready_q.get(timeout=min(left, 0.25))
+            except queue.Empty:
+                self.ensure_alive()
+                continue
+            if isinstance(item, _Dead):
+                raise item.error
+            if item.op is P.Op.WELCOME:
+                self.welcome = item.body
+            elif item.op is P.Op.READY:
+                self.ready = item.body
+                return item.body
+            elif item.op is P.Op.ERROR:
+                raise WorkerError(f"{item.body.error}{self._log_tail()}")
+
+    def close(self, timeout_s: float = 10.0) -> int | None:
+        """Ask the worker to exit, then terminate -> wait -> kill; returns only when the process is gone."""
+        if self._closed:
+            return self.proc.returncode if self.proc else None
+        self._closed = True
+        rc = None
+        if self.proc is not None:
+            if self.proc.poll() is None and self._dead is None:
+                try:
+                    self._send(P.Shutdown(), next(self._rids))
+                except WorkerError:
+                    pass
+            rc = self._reap(timeout_s)
+        self._stop.set()
+        if self._io is not None:
+            self._io.join(5)
+        if self._push is not None:
+            self._push.close(0)
+        self._ctx.term()
+        if self._tmpdir:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+        return rc
+
+    def _reap(self, timeout_s: float) -> int:
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout_s / 2)
+        except subprocess.TimeoutExpired:
+            pass
+        logger.warning("[remote] worker did not exit; terminating pid=%d", self.proc.pid)
+        self.proc.terminate()
+        try:
+            return self.proc.wait(timeout_s / 2)
+        except subprocess.TimeoutExpired:
+            logger.warning("[remote] worker ignored SIGTERM; killing pid=%d", self.proc.pid)
+            self.proc.kill()
+            return self.proc.wait()
+
+    def __enter__(self) -> Worker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def ensure_alive(self) -> None:
+        if self._dead is not None:
+            raise self._dead
+
+    def _log_tail(self, lines: int = 15) -> str:
+        if not self.log_path or not os.path.exists(self.log_path):
+            return ""
+        with open(self.log_path, errors="replace") as fh:
+            tail = fh.readlines()[-lines:]
+        return "\n--- worker log (last lines) ---\n" + "".join(tail) if tail else ""
+
+    # ---- requests -----------------------------------------------------------------------------------
+    def submit(self, text: np.ndarray, style: Any, negative_style: Any, *, cond: Any = None,
+               **options: Any) -> Job:
+        """A song job: text int64 [N] (lyric id per frame), style/negative_style [512], cond [N, 64] or None;
+        options are `protocol.Submit` fields (steps, cfg_strength, seed, edit_segments, decode_window, ...)."""
+        tensors = {"text": np.asarray(text, dtype=np.int64), "style": _host(style),
+                   "negative_style": _host(negative_style)}
+        if cond is not None:
+            tensors["cond"] = _host(cond)
+        return self._request(P.Submit(**options), tensors)
+
+    def decode(self, latent_cn: Any, window: int = 128, overlap: int = 32) -> Job:
+        """A decode-only job: latent float32 [64, T] -> WINDOW events, then DONE."""
+        return self._request(P.Decode(window, overlap), {"latent": np.asarray(_host(latent_cn), np.float32)})
+
+    def encode(self, audio: Any, seed: int | None = None, timeout_s: float = 120.0) -> tuple[np.ndarray, int]:
+        """Stereo 44.1 kHz audio float32 [2, n] -> (drawn latent [n/2048, 64], the seed it was drawn with)."""
+        ev = self._request(P.Encode(seed), {"audio": np.asarray(_host(audio), np.float32)}).reply(timeout_s)
+        return ev.tensors["latent"], ev.body.seed
+
+    def style_text(self, texts: Sequence[str], timeout_s: float = 120.0) -> np.ndarray:
+        return self._request(P.Style(list(texts)), {}).reply(timeout_s).tensors["embedding"]
+
+    def style_audio(self, wav_24k: Any, timeout_s: float = 120.0) -> np.ndarray:
+        audio = np.asarray(_host(wav_24k), np.float32)
+        return self._request(P.Style(None), {"audio": audio[None] if audio.ndim == 1 else audio}).reply(
+            timeout_s).tensors["embedding"]
+
+    def forward(self, tensors: Mapping[str, Any], *, drop_audio_cond: bool = False, drop_text: bool = False,
+                drop_prompt: bool = False, timeout_s: float = 120.0) -> Any:
+        """One DiT forward (the RemoteDiT path): numpy tensors in, velocity [B, N, 64] out."""
+        job = self._request(P.Forward(drop_audio_cond, drop_text, drop_prompt), dict(tensors))
+        return job.reply(timeout_s).tensors["v"]
+
+    def stats(self, timeout_s: float = 10.0) -> P.StatsReply:
+        return self._request(P.Stats(), {}).reply(timeout_s).body
+
+    def _request(self, body: Any, tensors: Mapping[str, Any]) -> Job:
+        self.ensure_alive()
+        rid = next(self._rids)
+        job = Job(self, rid)
+        self._send(body, rid, tensors, waiter=job._q)
+        return job
+
+    def _send(self, body: Any, rid: int, tensors: Mapping[str, Any] | None = None, waiter: Any = None) -> None:
+        frames = wire.encode(body, rid, tensors, key=self.secret)
+        with self._lock:  # the lock is the memory barrier that makes one PUSH socket usable from any thread
+            self.ensure_alive()
+            if self._push is None:
+                raise WorkerError("Worker.start() was not called")
+            if waiter is not None:
+                self._waiters[rid] = waiter
+            self._push.send_multipart(frames, copy=False)
+
+    def _forget(self, rid: int) -> None:
+        with self._lock:
+            self._waiters.pop(rid, None)
+
+    # ---- IO thread ----------------------------------------------------------------------------------
+    def _io_main(self, sock: zmq.Socket, pull: zmq.Socket) -> None:
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(pull, zmq.POLLIN)
+        next_ping = time.monotonic() + self.heartbeat_s
+        limits = P.Limits(max_jobs=1 << 30)
+        try:
+            while not self._stop.is_set():
+                for s, _ in poller.poll(int(self.heartbeat_s * 1000 / 2)):
+                    if s is pull:
+                        sock.send_multipart(pull.recv_multipart(copy=False), copy=False)
+                    else:
+                        self._on_frames(sock.recv_multipart(copy=False), limits)
+                now = time.monotonic()
+                if now >= next_ping and self._dead is None:
+                    sock.send_multipart(wire.encode(P.Ping(), 0, key=self.secret))
+                    next_ping = now + self.heartbeat_s
+                self._check_health(now)
+        finally:
+            sock.close(0)
+            pull.close(0)
+
+    def _on_frames(self, frames: list[zmq.Frame], limits: P.Limits) -> None:
+        try:
+            msg = wire.decode(frames, limits=limits, key=self.secret)
+        except wire.WireError as exc:
+            logger.warning("[remote] dropped a message from the worker: %s", P.exc_text(exc))
+            return
+        self._last_heard = time.monotonic()
+        if msg.op is P.Op.PONG:
+            busy = msg.body.busy_s
+            if self.unit_timeout_s is not None and busy > self.unit_timeout_s:
+                self._declare_dead(f"the worker is alive but one unit has run {busy:.0f} s "
+                                   f"(> unit_timeout_s={self.unit_timeout_s}); the card may be hung")
+            return
+        ev = Event(msg.op, msg.body, msg.tensors)
+        with self._lock:
+            waiter = self._waiters.get(msg.rid)
+        if msg.rid == 0 and msg.op in (P.Op.LOADING, P.Op.READY, P.Op.ERROR):
+            waiter = self._ready_q
+        if waiter is None:
+            logger.debug("[remote] no waiter for rid=%d op=%s", msg.rid, msg.op.name)
+            return
+        waiter.put(ev)
+
+    def _check_health(self, now: float) -> None:
+        if self._dead is not None or self._closed:
+            return
+        if self.proc is not None and self.proc.poll() is not None:
+            self._declare_dead(f"the worker process exited with code {self.proc.returncode}{self._log_tail()}")
+        elif self._last_heard and now - self._last_heard > self.dead_after_s:
+            self._declare_dead(f"no heartbeat from the worker for {now - self._last_heard:.1f} s "
+                               f"(dead_after_s={self.dead_after_s}); it is hung or gone")
+
+    def _declare_dead(self, reason: str) -> None:
+        logger.error("[remote] worker dead: %s", reason.splitlines()[0])
+        err = WorkerDeadError(f"{reason}. Start a new Worker; see the worker log above for the root cause")
+        with self._lock:
+            self._dead = err
+            waiters = list(self._waiters.values())
+        for q in [*waiters, self._ready_q]:
+            q.put(_Dead(err))
+
+
+def RemoteDiT(worker: Worker) -> Any:  # noqa: N802 - a class-like factory, so engine.remote stays torch-free
+    """A torch module that stands in for the model core's DiT (and upstream `cfm.transformer`)."""
+    from engine.remote_dit import RemoteDiTModule
+
+    return RemoteDiTModule(worker)
