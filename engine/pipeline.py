@@ -38,7 +38,7 @@ from engine.events import (
     TakeResult,
     error_text,
 )
-from engine.units import BusyError, DeviceStage, JobContext, Prepared, Unit
+from engine.units import BusyError, DeviceStage, JobContext, Prepared, Stopping, Unit
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +56,7 @@ class Pipeline:
         self._lock = threading.Lock()
         self._waiting: collections.deque[Unit] = collections.deque()
         self._in_flight = 0
+        self._contexts: set[JobContext] = set()  # jobs not yet ended
         self._closed = False
         # Bounded by admission: never more than max_ready units exist behind it.
         # (+ one slot per thread for its shutdown sentinel)
@@ -92,6 +93,7 @@ class Pipeline:
             ctx.job.publish(Queued(ctx.job.id, position=position, ahead=ahead))
             ctx._last_position = position  # type: ignore[attr-defined]
             self._waiting.extend(units)
+            self._contexts.add(ctx)
         self._admit()
 
     def waiting(self) -> int:
@@ -159,7 +161,9 @@ class Pipeline:
                 self._finish(unit)
                 continue
             try:
-                self._device.start(unit, self)  # blocks while every worker is full
+                self._device.place(unit, self)  # blocks while every worker is full
+            except Stopping:
+                self._finish(unit)
             except Exception as exc:  # noqa: BLE001
                 logger.exception("job %s: device stage refused take %d", unit.job.id, unit.take)
                 self._fail(unit, error_text(exc))
@@ -274,6 +278,7 @@ class Pipeline:
         if ctx.error is None and not ctx.job.cancel_requested and len(ctx.results) < len(ctx.seeds):
             return
         ctx.ended = True
+        self._contexts.discard(ctx)
         job = ctx.job
         if ctx.error is not None:
             event = Failed(job.id, error=ctx.error)
@@ -285,18 +290,27 @@ class Pipeline:
         # Publishing under the lock keeps one terminal event per job; subscribers never block on us.
         job.publish(event)
 
-    def close(self) -> None:
-        """Cancel what waits, stop the stage threads (the device stage is closed by its owner)."""
+    def close(self, grace_s: float = 10.0) -> None:
+        """Cancel every job, give the units in flight `grace_s` to end, then stop the stage threads.
+        Jobs still running after that end as Cancelled. The device stage is closed by its owner, after."""
         with self._lock:
             self._closed = True
-            waiting = list(self._waiting)
-        for unit in waiting:
-            unit.job.cancel("the engine is shutting down")
+            contexts = list(self._contexts)
+        for ctx in contexts:
+            ctx.job.cancel("the engine is shutting down")
+        deadline = time.monotonic() + grace_s
+        while self.in_flight() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with self._lock:
+            for ctx in list(self._contexts):
+                ctx.live.clear()
+                ctx.waiting = 0
+                self._settle_locked(ctx)
         # The queues have a spare slot per thread, so these sentinels never block.
         for t in self._threads:
             {"input": self._input_q, "device": self._ready_q, "output": self._output_q}[t.name.split("-")[1]].put(None)
         for t in self._threads:
-            t.join(timeout=10)
+            t.join(timeout=5)
 
 
 def _job_timings(ctx: JobContext, takes: tuple[TakeResult, ...]) -> dict[str, float]:
@@ -308,5 +322,4 @@ def _job_timings(ctx: JobContext, takes: tuple[TakeResult, ...]) -> dict[str, fl
     return out
 
 
-class _Stop(Exception):
-    """The job is stopping (cancelled or failed): drop this unit quietly."""
+_Stop = Stopping  # the pipeline's short name for it

@@ -82,7 +82,7 @@ class Reference:
     the rest of the reference's latent, as upstream's `--edit --ref-song --edit-segments`."""
 
     song: str
-    segments: tuple[tuple[float, float], ...]
+    segments: tuple[tuple[float, float], ...] = ()  # continuation with no segments: from the song's end
     mode: Literal["edit", "continue"] = "edit"
 
     @classmethod
@@ -90,15 +90,15 @@ class Reference:
         return cls(str(song), tuple((float(a), float(b)) for a, b in segments), "edit")
 
     @classmethod
-    def continuation(cls, song: str | Path, from_s: float) -> Reference:
-        """Keep the song up to `from_s` seconds and generate everything after it (upstream: `[[s, -1]]`)."""
-        return cls(str(song), ((float(from_s), -1.0),), "continue")
+    def continuation(cls, song: str | Path, from_s: float | None = None) -> Reference:
+        """Keep the song up to `from_s` seconds (default: all of it) and generate the rest (`[[s, -1]]`)."""
+        return cls(str(song), () if from_s is None else ((float(from_s), -1.0),), "continue")
 
     def problems(self, duration_s: float) -> list[Problem]:
         out: list[Problem] = []
         if not Path(self.song).is_file():
             out.append(Problem("edit.song", f"file not found: {self.song}"))
-        if not self.segments:
+        if not self.segments and self.mode == "edit":
             out.append(Problem("edit.segments", "give at least one [start, end] range to regenerate"))
         for i, (start, end) in enumerate(self.segments):
             name = f"edit.segments[{i}]"
@@ -249,43 +249,24 @@ class Validation:
 
 def layout_request_lyrics(request: SongRequest, *, tokenizer: Any = None) -> Any:
     """Lay the request's lyrics out on the frame grid (plain lyrics are timed first)."""
-    from engine import lyrics  # lazy: the lyric helper pulls phonemizer/jieba
+    # Lazy: the lyric helper pulls phonemizer/jieba, and the timing helper only matters for plain text.
+    from engine.lyrics.layout import layout_lyrics
 
     text = request.lyrics
     if text.strip() and not request.is_lrc:
-        text = lyrics.time_lyrics(text, request.duration)
-    return lyrics.layout_lyrics(text, request.duration, tokenizer=tokenizer)
+        from engine.lyrics.timing import time_lyrics
+
+        text = time_lyrics(text, request.duration)
+    return layout_lyrics(text, request.duration, tokenizer=tokenizer)
 
 
 def lyric_problems(layout: Any, *, allow_dropped: bool) -> list[Problem]:
-    """Lines the model would not sing, one problem per line, from the layout's per-line report."""
-    if allow_dropped or getattr(layout, "can_sing", True):
+    """Lines the model would not sing (dropped, cut, unsung, skipped), one problem per line, from the
+    layout's per-line report. Warnings (rushed lines, long gaps) are not problems: the studio shows them."""
+    if allow_dropped or layout.can_sing:
         return []
-    out: list[Problem] = []
-    for entry in getattr(layout, "lines", []) or []:
-        if _entry_dropped(entry):
-            line = _get(entry, "line", "number", "line_no", "lineno")
-            why = _get(entry, "reason", "why", "message", "note") or "dropped"
-            out.append(Problem("lyrics", f"will not be sung: {why}", line=line))
-    if not out:  # the report did not say which line; still refuse, with the layout's own warnings
-        out.append(Problem("lyrics", "some lines cannot be sung: " + "; ".join(map(str, layout.warnings))))
-    return out
+    from engine.lyrics.report import LOSES_WORDS
 
-
-def _get(entry: Any, *names: str) -> Any:
-    for name in names:
-        value = entry.get(name) if isinstance(entry, dict) else getattr(entry, name, None)
-        if value is not None:
-            return value
-    return None
-
-
-def _entry_dropped(entry: Any) -> bool:
-    dropped = _get(entry, "dropped")
-    if dropped is not None:
-        return bool(dropped)
-    sung = _get(entry, "sung")
-    if sung is not None:
-        return not sung
-    action = str(_get(entry, "action", "status", "outcome", "fate") or "").lower()
-    return action in {"dropped", "drop", "skipped", "skip", "truncated_away", "cut"}
+    out = [Problem("lyrics", f"{r.status}: {r.reason or r.raw.strip()}", line=r.number)
+           for r in layout.lines if r.status in LOSES_WORDS]
+    return out or [Problem("lyrics", "some words cannot be sung: " + "; ".join(layout.warnings))]

@@ -18,6 +18,10 @@ class BusyError(RuntimeError):
     """The engine's queue is full: submit again later (raised at once, nothing was queued)."""
 
 
+class Stopping(Exception):
+    """Raised inside a stage when the job is being cancelled or has failed: drop the unit quietly."""
+
+
 class WorkerLost(RuntimeError):
     """The worker running a take died or hung; the take may be retried elsewhere."""
 
@@ -115,8 +119,8 @@ class DeviceSink(Protocol):
 
 
 class DeviceStage(Protocol):
-    """Runs units on the card(s). `start` may block until a worker has room (that is the back-pressure);
+    """Runs units on the card(s). `place` may block until a worker has room (that is the back-pressure);
     it must report every unit it accepts exactly once as done, error, cancelled or lost."""
 
-    def start(self, unit: Unit, sink: DeviceSink) -> None: ...
+    def place(self, unit: Unit, sink: DeviceSink) -> None: ...
     def cancel(self, unit: Unit) -> None: ...

@@ -43,7 +43,7 @@ class FakeDevice:
     def units_of(self, ctx: JobContext) -> list[Unit]:
         return [u for u in list(self.live.values()) if u.ctx is ctx]
 
-    def start(self, unit: Unit, sink) -> None:
+    def place(self, unit: Unit, sink) -> None:
         self.sem.acquire()
         self.live[unit.key] = unit
         threading.Thread(target=self._run, args=(unit, sink), daemon=True).start()

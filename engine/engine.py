@@ -1,0 +1,166 @@
+"""`Engine`: song requests in, progress and finished takes out, across one or many device workers.
+
+    with Engine(EngineConfig(data_dir, models)) as engine:
+        job = engine.submit(SongRequest(lyrics=lrc, style="jazz", duration=95))
+        for event in job:
+            ...
+
+`submit` validates (every problem at once, lyric report included) and fixes the seed before anything is
+queued; it raises `ValidationError` or `BusyError` at once. The rest happens in the pipeline
+(`engine.pipeline`) over the worker pool (`engine.pool`); finished takes land in `data_dir/takes/`
+(`engine.outputs`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from engine.config import EngineConfig
+from engine.events import TakeResult
+from engine.inputs import DeviceOps, HostInputs
+from engine.jobs import Job
+from engine.outputs import TakeInfo, new_take_dir, write_take
+from engine.pipeline import Pipeline
+from engine.request import Problem, SongRequest, ValidationError
+from engine.units import DeviceStage, JobContext, Unit
+
+logger = logging.getLogger(__name__)
+
+TEST_MODEL_NOTE = "TEST MODEL: tiny random weights; this take is noise, not music"
+
+
+class Engine:
+    def __init__(self, config: EngineConfig, *, device: DeviceStage | None = None, ops: DeviceOps | None = None,
+                 start: bool = True):
+        """`device`/`ops` replace the worker pool (tests of the host stages); by default a `Pool` of
+        `config.workers` is started (blocking until at least one worker is ready)."""
+        from engine.style import load_negative_style
+
+        self.config = config
+        self.pool = None
+        if device is None:
+            from engine.pool import Pool  # imports pyzmq and the worker client only when needed
+
+            self.pool = Pool(config)
+            device = ops = self.pool
+        models = config.models
+        self.model_ids = models.ids()
+        self._tokenizer: Any = None
+        self._vocab_note: str | None = None
+        self.inputs = HostInputs(ops, negative_style=load_negative_style(models.negative_style),
+                                 cache_dir=str(config.cache_dir / "styles"),
+                                 style_model_id=self.model_ids.get("style", "no-style-model"),
+                                 crop_frames=config.crop_frames)
+        self.pipeline = Pipeline(prepare=self.inputs, device=device, write=self._write,
+                                 max_ready=config.ready_limit, queue_limit=config.queue_limit,
+                                 input_threads=config.input_threads, output_threads=config.output_threads)
+        self._closed = False
+        if start and self.pool is not None:
+            try:
+                self.pool.start()
+            except BaseException:
+                self.pipeline.close()
+                raise
+
+    # -- requests ---------------------------------------------------------------------------------
+    def validate(self, request: SongRequest) -> Any:
+        """Every problem with `request` (and its lyric layout) as this engine would run it."""
+        tokenizer = self.tokenizer()
+        if tokenizer is None and not request.instrumental:
+            # TEST MODEL without the downloaded g2p vocabulary: sing nothing, and say so in the record.
+            request = replace(request, lyrics="")
+        validation = request.validate(tokenizer=tokenizer)
+        try:
+            self.config.models.dit(request.model_variant)
+        except ValueError as exc:
+            validation.problems.append(Problem("duration", str(exc)))
+        return validation
+
+    def submit(self, request: SongRequest, *, interactive: bool = False, out_dir: str | Path | None = None) -> Job:
+        """Validate, fix the seed, queue. `interactive`: cancel the job when its last subscriber leaves.
+        `out_dir`: write the takes into this folder (the batch renderer's per-id folders) instead of a
+        fresh folder per take under `data_dir/takes/`."""
+        if self._closed:
+            raise RuntimeError("the engine is closed")
+        request = request.with_seed()
+        validation = self.validate(request)
+        validation.raise_if_invalid()
+        job = Job(request, interactive=interactive)
+        ctx = JobContext(job, request, request.seeds(), validation=validation,
+                         out_dir=Path(out_dir) if out_dir is not None else None)
+        job._on_cancel = lambda _job, _reason: self.pipeline.cancel(ctx)
+        self.pipeline.submit(ctx)  # BusyError when the queue is full; nothing was queued then
+        logger.info("job %s queued: %s s, %d take(s), seeds %s", job.id, request.duration, request.variations,
+                    ctx.seeds)
+        return job
+
+    def tokenizer(self) -> Any:
+        """The g2p tokenizer for this engine's vocab (None in test mode when the vocab is absent)."""
+        if self._tokenizer is None and self._vocab_note is None:
+            from engine.lyrics import LyricTokenizer, VocabError
+
+            try:
+                self._tokenizer = LyricTokenizer(self.config.models.vocab)
+            except VocabError as exc:
+                if not self.config.models.test:
+                    raise ValidationError([Problem("lyrics", str(exc))]) from None
+                self._vocab_note = ("TEST MODEL without the g2p vocabulary: lyrics are not sung "
+                                    "(instrumental stand-in)")
+                logger.warning("%s: %s", self._vocab_note, exc)
+        return self._tokenizer
+
+    # -- the host output stage --------------------------------------------------------------------
+    def _write(self, unit: Unit) -> TakeResult:
+        ctx, request = unit.ctx, unit.ctx.request
+        prepared = ctx.prepared
+        dev = unit.device_timings
+        timings = {
+            "queued": round(unit.admitted - ctx.submitted, 6),
+            "load": dev.get("load", 0.0),
+            "prepare": round(prepared.timings.get("prepare", 0.0) + dev.get("prepare", 0.0), 6),
+            "diffusion": dev.get("steps", 0.0),
+            "decode": dev.get("decode", 0.0),
+        }
+        notes = list(prepared.notes)
+        if self.config.models.test:
+            notes.insert(0, TEST_MODEL_NOTE)
+        if self._vocab_note:
+            notes.append(self._vocab_note)
+        worker_info = next((w for w in self.pool.worker_info() if w["name"] == unit.worker), {}) if self.pool else {}
+        info = TakeInfo(job_id=ctx.job.id, take=unit.take, seed=unit.seed, request=request.to_dict(),
+                        models=self.model_ids, worker={**worker_info, "attempt": unit.attempt},
+                        timings=timings, lyrics_report=prepared.lyrics_report, notes=notes,
+                        effective={**prepared.effective, "seeds": ctx.seeds, "steps": request.steps,
+                                   "cfg": request.cfg, "policy": self.config.policy})
+        folder = ctx.out_dir or new_take_dir(self.config.takes_dir, request.title, unit.seed, unit.take)
+        folder.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        files = write_take(folder, unit.audio(), info, request.output_formats())
+        timings["write"] = round(time.perf_counter() - t0, 6)
+        return TakeResult(unit.take, unit.seed, files, timings, unit.worker)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        return {"waiting": self.pipeline.waiting(), "in_flight": self.pipeline.in_flight(),
+                "max_ready": self.pipeline.max_ready, "queue_limit": self.pipeline.queue_limit,
+                "workers": self.pool.worker_info() if self.pool else [],
+                "device_seconds": self.pool.device_seconds if self.pool else 0.0}
+
+    def close(self) -> None:
+        """Cancel what is queued or running, stop the stages, stop the workers (the cards are free after)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.pipeline.close()
+        if self.pool is not None:
+            self.pool.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

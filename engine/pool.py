@@ -1,0 +1,325 @@
+"""The device stage: a pool of workers, one per device (local subprocesses or remote tcp workers).
+
+Placement: a take goes to the least-loaded ready worker that holds the DiT its duration needs (95 s:
+base, 96-285 s: full) and has room (the worker's `max_jobs`, from its handshake), and stays there: its
+sampler state lives on that card. If no worker holds the needed DiT, an idle local worker is restarted
+with it. When every worker is full, `place` blocks: that is the pipeline's back-pressure.
+
+Failure: a worker that dies or hangs (no heartbeat, or one unit running far too long; detected by
+`engine.remote`) loses its takes; each is reported `lost` and the pipeline retries it once. Local workers
+are restarted with backoff; remote ones are reconnected with the same backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from device_worker import protocol as P
+from engine.config import EngineConfig, WorkerSpec
+from engine.remote import Worker, WorkerDeadError, WorkerError
+from engine.units import DeviceSink, JobContext, Stopping, Unit
+
+logger = logging.getLogger(__name__)
+
+
+class NoWorkerError(RuntimeError):
+    """No worker can take the job (all dead and out of restarts, or none holds the model it needs)."""
+
+
+class Slot:
+    """One worker seat: its spec, the live client, the takes on it, its health."""
+
+    def __init__(self, index: int, spec: WorkerSpec, variant: str):
+        self.index, self.spec, self.variant = index, spec, variant
+        self.name = f"w{index}:{spec.name}"
+        self.worker: Worker | None = None
+        self.units: dict[str, Unit] = {}
+        self.state = "new"  # new | starting | ready | dead | failed | closed
+        self.capacity = 1
+        self.failures = 0  # consecutive failed starts / deaths, for the backoff
+        self.info: dict[str, Any] = {}
+
+    @property
+    def local(self) -> bool:
+        return self.spec.address is None
+
+
+class Pool:
+    def __init__(self, config: EngineConfig):
+        self.config = config
+        self.slots = [Slot(i, spec, config.start_variant) for i, spec in enumerate(config.workers)]
+        self._cond = threading.Condition()
+        self._closed = False
+        self.device_seconds = 0.0  # worker-measured compute (prepare + steps + decode) of finished takes
+        self._monitor = threading.Thread(target=self._watch, name="pool-monitor", daemon=True)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def start(self, wait: bool = True) -> Pool:
+        threads = [threading.Thread(target=self._boot, args=(s, s.variant), daemon=True) for s in self.slots]
+        for t in threads:
+            t.start()
+        if wait:
+            for t in threads:
+                t.join()
+            if not any(s.state == "ready" for s in self.slots):
+                errors = "; ".join(f"{s.name}: {s.info.get('error', s.state)}" for s in self.slots)
+                self.close()
+                raise NoWorkerError(f"no worker started: {errors}")
+        self._monitor.start()
+        return self
+
+    def _make_worker(self, slot: Slot, variant: str) -> Worker:
+        cfg, spec, models = self.config, slot.spec, self.config.models
+        common: dict[str, Any] = dict(heartbeat_s=cfg.heartbeat_s, dead_after_s=cfg.dead_after_s)
+        if spec.address is not None:
+            return Worker(connect=spec.address, secret_file=spec.secret_file, **common)
+        return Worker(dit=models.dit(variant), vae=models.vae, backend=spec.backend, device=spec.device,
+                      python=spec.python, policy=cfg.policy, precision=spec.precision,
+                      max_jobs=cfg.worker_max_jobs, threads=spec.threads, lock_dir=cfg.lock_dir,
+                      style=models.style, secret_file=spec.secret_file,
+                      env=({**os.environ, **cfg.worker_env} if cfg.worker_env else None), **common)
+
+    def _boot(self, slot: Slot, variant: str) -> None:
+        """Start (or reconnect) `slot`'s worker; on failure, retry with backoff until out of delays."""
+        while True:
+            with self._cond:
+                if self._closed:
+                    return
+                slot.state = "starting"
+            worker = None
+            try:
+                worker = self._make_worker(slot, variant).start()
+                ready = worker.wait_ready(self.config.ready_timeout_s)
+                welcome = worker.welcome
+                with self._cond:
+                    if self._closed:
+                        raise RuntimeError("pool closed")
+                    slot.worker, slot.variant, slot.state = worker, variant, "ready"
+                    slot.capacity = welcome.limits.max_jobs if welcome else 1
+                    slot.info = {"name": slot.name, "variant": variant, "load_s": ready.load_s,
+                                 "models": dict(ready.models), **dict(ready.info),
+                                 **({"backend": welcome.backend, "device": welcome.device,
+                                     "precision": welcome.precision, "policy": welcome.policy,
+                                     "pid": welcome.pid} if welcome else {})}
+                    self._cond.notify_all()
+                logger.info("pool: %s ready (%s DiT, %d jobs max)", slot.name, variant, slot.capacity)
+                return
+            except Exception as exc:  # noqa: BLE001 - any start failure: back off and try again
+                if worker is not None:
+                    worker.close()
+                delays = self.config.restart_backoff_s
+                with self._cond:
+                    slot.info["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                    if self._closed or slot.failures >= len(delays):
+                        slot.state = "failed" if not self._closed else "closed"
+                        self._cond.notify_all()
+                        logger.error("pool: %s gave up: %s", slot.name, slot.info["error"])
+                        return
+                    delay = delays[slot.failures]
+                    slot.failures += 1
+                    slot.state = "dead"
+                logger.warning("pool: %s failed to start (%s); retry in %.1f s", slot.name, slot.info["error"], delay)
+                time.sleep(delay)
+
+    def _on_dead(self, slot: Slot, worker: Worker, reason: str) -> None:
+        """The worker behind `slot` is gone: reap it and start a fresh one after a backoff delay."""
+        with self._cond:
+            if slot.worker is not worker or slot.state != "ready":
+                return  # already handled
+            slot.state, slot.worker = "dead", None
+            delays = self.config.restart_backoff_s
+            delay = delays[min(slot.failures, len(delays) - 1)]
+            slot.failures += 1
+            self._cond.notify_all()
+        logger.error("pool: %s died: %s; restarting in %.1f s", slot.name, reason.splitlines()[0], delay)
+
+        def restart() -> None:
+            worker.close(timeout_s=4)  # a hung process is terminated, then killed
+            time.sleep(delay)
+            self._boot(slot, slot.variant)
+
+        threading.Thread(target=restart, name=f"pool-restart-{slot.index}", daemon=True).start()
+
+    def _watch(self) -> None:
+        """Notice idle workers dying too (busy ones are noticed by their takes' event threads)."""
+        while not self._closed:
+            time.sleep(self.config.heartbeat_s)
+            for slot in list(self.slots):
+                worker = slot.worker
+                if worker is not None and slot.state == "ready":
+                    try:
+                        worker.ensure_alive()
+                    except WorkerDeadError as exc:
+                        self._on_dead(slot, worker, str(exc))
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            workers = [s.worker for s in self.slots if s.worker is not None]
+            for s in self.slots:
+                s.state, s.worker = "closed", None
+            self._cond.notify_all()
+        for w in workers:
+            w.close()
+
+    # -- placement (DeviceStage) ------------------------------------------------------------------
+    def place(self, unit: Unit, sink: DeviceSink) -> None:
+        variant = unit.ctx.request.model_variant
+        t0 = time.perf_counter()
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise RuntimeError("the engine is shutting down")
+                if unit.ctx.stopping:
+                    raise Stopping
+                slot = self._choose(variant)
+                if slot is not None:
+                    break
+                self._cond.wait(0.25)
+            slot.units[unit.key] = unit
+            worker = slot.worker
+        unit.device_timings["load"] = round(time.perf_counter() - t0, 6)
+        threading.Thread(target=self._run, args=(slot, worker, unit, sink), name=f"take-{unit.key}",
+                         daemon=True).start()
+
+    def _choose(self, variant: str) -> Slot | None:
+        """Least-loaded ready worker with the right DiT and room; else switch an idle one; else None."""
+        ready = [s for s in self.slots if s.state == "ready" and s.variant == variant]
+        roomy = [s for s in ready if len(s.units) < s.capacity]
+        if roomy:
+            return min(roomy, key=lambda s: (len(s.units), s.index))
+        if ready or any(s.state in ("starting", "dead", "new") and s.variant == variant for s in self.slots):
+            return None  # wait for room, or for a worker with this DiT to come (back) up
+        idle = [s for s in self.slots if s.local and s.state == "ready" and not s.units]
+        if idle:  # nobody holds this DiT: reload an idle local worker with it
+            slot = idle[0]
+            logger.info("pool: %s switches to the %s DiT", slot.name, variant)
+            worker, slot.worker, slot.state, slot.variant = slot.worker, None, "starting", variant
+
+            def switch() -> None:
+                if worker is not None:
+                    worker.close()
+                self._boot(slot, variant)
+
+            threading.Thread(target=switch, name=f"pool-switch-{slot.index}", daemon=True).start()
+            return None
+        if any(s.local and s.state in ("ready", "starting", "dead") for s in self.slots):
+            return None  # a local worker will become idle or come back
+        raise NoWorkerError(f"no worker can run a {variant}-model song: "
+                            + "; ".join(f"{s.name} {s.state} ({s.variant})" for s in self.slots))
+
+    def cancel(self, unit: Unit) -> None:
+        job = unit.handle
+        if job is not None:
+            job.cancel()
+
+    def units_of(self, ctx: JobContext) -> list[Unit]:
+        with self._cond:
+            return [u for s in self.slots for u in s.units.values() if u.ctx is ctx]
+
+    def _run(self, slot: Slot, worker: Worker, unit: Unit, sink: DeviceSink) -> None:
+        """Submit one take to its worker and relay its events until it ends."""
+        p = unit.ctx.prepared
+        request = unit.ctx.request
+        outcome: tuple[str, Any] = ("lost", "the worker stopped answering")
+        try:
+            job = worker.submit(p.tokens, p.style, p.negative_style, cond=p.cond, steps=request.steps,
+                                cfg_strength=float(request.cfg), seed=unit.seed, song_duration=p.song_duration,
+                                edit_segments=p.edit_segments, label=unit.key)
+            unit.handle = job
+            if unit.ctx.stopping:  # cancelled between placement and submit
+                job.cancel()
+            sink.running(unit, slot.name)
+            for ev in job.events():
+                if ev.op is P.Op.STEP:
+                    sink.step(unit, ev.body.k, ev.body.total, ev.body.seconds)
+                elif ev.op is P.Op.WINDOW:
+                    sink.window(unit, ev.body.j, ev.body.total, ev.body.seconds, ev.body.start_sample,
+                                np.array(ev.tensors["audio"], dtype=np.float32))  # own the buffer
+                elif ev.op is P.Op.DONE:
+                    timings = dict(ev.body.timings)
+                    self.device_seconds += sum(timings.get(k, 0.0) for k in ("prepare", "steps", "decode"))
+                    outcome = ("done", timings)
+                elif ev.op is P.Op.ERROR:
+                    outcome = ("error", ev.body.error)
+                elif ev.op is P.Op.CANCELLED:
+                    outcome = ("cancelled", None)
+        except WorkerDeadError as exc:
+            outcome = ("lost", str(exc).splitlines()[0])
+            self._on_dead(slot, worker, str(exc))
+        except WorkerError as exc:
+            outcome = ("error", str(exc))
+        except Exception as exc:  # noqa: BLE001 - a relay bug must still end the take
+            logger.exception("pool: relaying %s failed", unit.key)
+            outcome = ("error", f"{type(exc).__name__}: {exc}")
+        finally:
+            with self._cond:
+                slot.units.pop(unit.key, None)
+                if outcome[0] == "done":
+                    slot.failures = 0  # a healthy worker earns its backoff back
+                self._cond.notify_all()
+            unit.handle = None
+        kind, value = outcome
+        if kind == "done":
+            sink.done(unit, {**value, "load": unit.device_timings.get("load", 0.0)})
+        elif kind == "error":
+            sink.error(unit, value)
+        elif kind == "cancelled":
+            sink.cancelled(unit)
+        else:
+            sink.lost(unit, f"worker {slot.name} died: {value}")
+
+    # -- one-shot device calls for the input stage (DeviceOps) -----------------------------------
+    def _call(self, what: str, fn: Any) -> Any:
+        last: Exception | None = None
+        for _ in range(2):  # a worker dying under a call: try the next healthy one once
+            with self._cond:
+                ready = [s for s in self.slots if s.state == "ready"]
+                if not ready:
+                    self._cond.wait_for(lambda: self._closed or any(s.state == "ready" for s in self.slots), 30)
+                    ready = [s for s in self.slots if s.state == "ready"]
+                if not ready:
+                    raise NoWorkerError(f"no worker is up to run {what}")
+                slot = min(ready, key=lambda s: (len(s.units), s.index))
+                worker = slot.worker
+            try:
+                return fn(worker)
+            except WorkerDeadError as exc:
+                last = exc
+                self._on_dead(slot, worker, str(exc))
+        raise WorkerDeadError(f"{what}: {last}")
+
+    def embed_text(self, texts: list[str]) -> np.ndarray:
+        return _relay(lambda: self._call("a style embedding", lambda w: w.style_text(texts)))
+
+    def embed_audio(self, wavs: np.ndarray) -> np.ndarray:
+        return _relay(lambda: self._call("a style embedding", lambda w: w.style_audio(wavs)))
+
+    def encode(self, audio: np.ndarray, seed: int) -> np.ndarray:
+        return _relay(lambda: self._call("the reference encode", lambda w: w.encode(audio, seed)[0]))
+
+    def worker_info(self) -> list[dict[str, Any]]:
+        with self._cond:
+            return [{"name": s.name, "state": s.state, "variant": s.variant, "jobs": len(s.units), **s.info}
+                    for s in self.slots]
+
+
+class RelayedError(RuntimeError):
+    """A worker's "ExceptionName: message", passed on without wrapping it in another name."""
+
+    relayed = True
+
+
+def _relay(fn: Any) -> Any:
+    try:
+        return fn()
+    except WorkerDeadError:
+        raise
+    except WorkerError as exc:
+        raise RelayedError(str(exc)) from None
