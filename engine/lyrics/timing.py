@@ -36,7 +36,7 @@ MAX_STRETCH = 1.6
 SPARE_FRAMES = 1  # frames kept free after each line's tokens
 END_MARGIN_S = 0.5  # the end marker sits at least this far before the song end
 
-_TAG = re.compile(r"^\s*\[\s*([A-Za-z][A-Za-z ]*?)\s*(\d*)\s*\]\s*$")
+_TAG = re.compile(r"^\s*\[\s*([A-Za-z][A-Za-z _'-]*?)\s*(\d*)\s*\]\s*$")
 _TIMESTAMPS = re.compile(r"^(\s*\[\d{1,3}:\d{1,2}(?:[.:]\d{1,3})?\])+")
 _METADATA = re.compile(r"^\s*\[[A-Za-z#]+\s*:.*\]\s*$")
 

@@ -80,13 +80,11 @@ def number_to_chinese(num: str) -> str:
         text = "零"
     else:
         parts, text = [(n // 10**8, "亿"), (n // 10**4 % 10**4, "万"), (n % 10**4, "")], ""
-        for k, (chunk, unit) in enumerate(parts):
+        for chunk, unit in parts:
             if chunk:
-                if text and chunk < 1000:
+                if text and chunk < 1000:  # a gap inside the number is read as one 零
                     text += "零"
                 text += _read_four(chunk) + unit
-            elif text and k < 2 and any(p for p, _ in parts[k + 1:]):
-                pass
         text = text.replace("零零", "零")
     if frac:
         text += "点" + "".join(_DIGITS[int(c)] for c in frac)
