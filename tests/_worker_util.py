@@ -1,0 +1,103 @@
+"""Helpers for the device-worker tests: song inputs, the in-process reference, raw peers with deadlines.
+
+Bit-for-bit comparisons need the same torch thread count on both sides (the VAE's conv reductions round
+differently with 1 and 2 threads, see the reference README), so workers run `--threads 1` and the
+in-process reference runs with 1 thread too.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import zmq
+
+from device_worker import protocol as P
+from device_worker import wire
+
+REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "diffrhythm"
+
+
+@dataclass(frozen=True)
+class Song:
+    """A small song: N frames, a few steps, short decode windows so there are several of them."""
+
+    frames: int = 96
+    steps: int = 8
+    seed: int = 1
+    window: int = 32
+    overlap: int = 8
+    cfg: float = 4.0
+
+    def inputs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(self.seed)
+        text = np.zeros(self.frames, np.int64)
+        text[4 : self.frames // 2] = rng.integers(3, 300, self.frames // 2 - 4)
+        style = rng.standard_normal(512).astype(np.float32)
+        style /= np.linalg.norm(style)
+        neg = np.load(REFERENCE / "vocal.npy")[0].astype(np.float32)
+        return text, style, neg
+
+    def options(self) -> dict:
+        return dict(steps=self.steps, seed=self.seed, cfg_strength=self.cfg, decode_window=self.window,
+                    decode_overlap=self.overlap)
+
+
+@functools.lru_cache(maxsize=1)
+def _models(dit: str, vae: str):
+    from device_worker.models import load_dit, load_vae
+
+    return load_dit(dit), load_vae(vae)
+
+
+@functools.lru_cache(maxsize=16)
+def reference(song: Song, dit: str, vae: str) -> tuple[np.ndarray, np.ndarray]:
+    """(latent [N, 64], audio [2, n]) computed in this process with the model core, 1 torch thread."""
+    import torch
+
+    from device_worker.sampling import sample
+
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        d, v = _models(dit, vae)
+        text, style, neg = song.inputs()
+        lat = sample(d, text=torch.from_numpy(text)[None], style=torch.from_numpy(style)[None],
+                     negative_style=torch.from_numpy(neg)[None], duration=song.frames, steps=song.steps,
+                     cfg_strength=song.cfg, seed=song.seed)
+        blocks = list(v.decode_windows(lat.transpose(1, 2), song.window, song.overlap))
+        audio = torch.cat(blocks, dim=2)[0].numpy()
+    finally:
+        torch.set_num_threads(prev)
+    return lat[0].numpy(), audio
+
+
+class RawPeer:
+    """A bare DEALER socket that speaks (or garbles) the protocol; every recv has a deadline."""
+
+    def __init__(self, endpoint: str, key: bytes | None = None) -> None:
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(endpoint)
+        self.key = key
+
+    def send(self, body, rid: int, tensors=None, *, version: int = P.PROTOCOL_VERSION) -> None:
+        self.sock.send_multipart(wire.encode(body, rid, tensors, key=self.key, version=version), copy=False)
+
+    def send_raw(self, frames: list[bytes]) -> None:
+        self.sock.send_multipart(frames)
+
+    def recv(self, timeout_s: float = 10.0) -> wire.Message:
+        assert self.sock.poll(int(timeout_s * 1000)), f"Should have received a message within {timeout_s} s"
+        return wire.decode(self.sock.recv_multipart(copy=False), key=self.key)
+
+    def recv_raw(self, timeout_s: float = 10.0) -> list[bytes]:
+        assert self.sock.poll(int(timeout_s * 1000)), f"Should have received a message within {timeout_s} s"
+        return self.sock.recv_multipart()
+
+    def close(self) -> None:
+        self.sock.close(0)
+        self.ctx.term()
