@@ -1,7 +1,7 @@
 """The model's phone vocabulary (`vocab.json`, 363 symbols) and where to find it.
 
 The product downloads `vocab.json` like the weights; the path comes from an argument, else the
-`STUDIO_LYRICS_VOCAB` environment variable, else the reference copy beside the checkout
+`STUDIO_LYRICS_VOCAB` environment variable, else the reference copy under `$STUDIO_SHARED_DIR` or beside the checkout
 (`../shared/reference/diffrhythm/g2p/g2p/vocab.json`, used by tests and development).
 Model ids are vocab ids + 1 (0 is the filler between lines).
 """
@@ -53,6 +53,8 @@ def resolve_vocab_path(path: str | os.PathLike[str] | None = None) -> Path:
         return Path(path)
     if os.environ.get(ENV_VAR):
         return Path(os.environ[ENV_VAR])
+    if os.environ.get("STUDIO_SHARED_DIR"):  # the same override the tests use for ../shared
+        return Path(os.environ["STUDIO_SHARED_DIR"]) / "reference" / "diffrhythm" / "g2p" / "g2p" / "vocab.json"
     return _DEV_COPY
 
 
