@@ -88,17 +88,25 @@ def plan_edit(
     path: str | Path, *, duration_s: float, segments: Sequence[Sequence[float]] | None,
     encode: Encoder, seed: int = 0,
 ) -> EditPlan:
-    """Reference latent + frame segments for a song of `duration_s`. `segments=None` continues the song
-    after the reference (which must then be shorter than the song)."""
-    max_frames = max_frames_for(duration_s)
-    frames = end_frame_for(duration_s)
+    """Reference latent + frame segments for a song of `duration_s` (95, or 96-285 s). `segments=None`
+    continues the song after the reference (which must then be shorter than the song)."""
+    return plan_edit_frames(path, frames=end_frame_for(duration_s), max_frames=max_frames_for(duration_s),
+                            segments=segments, encode=encode, seed=seed)
+
+
+def plan_edit_frames(
+    path: str | Path, *, frames: int, max_frames: int, segments: Sequence[Sequence[float]] | None,
+    encode: Encoder, seed: int = 0,
+) -> EditPlan:
+    """`plan_edit` for an explicit song length in frames (`frames` generated, `max_frames` the model's)."""
     audio = load_reference_audio(path)
     reference_s = audio.shape[1] / SAMPLE_RATE
     notes: list[str] = []
     if segments is None:
-        if reference_s >= duration_s:
+        song_s = frames * HOP / SAMPLE_RATE
+        if reference_s >= song_s:
             raise ReferenceError(
-                f"continuation needs a reference shorter than the song ({reference_s:.1f} s >= {duration_s} s)"
+                f"continuation needs a reference shorter than the song ({reference_s:.1f} s >= {song_s:.1f} s)"
             )
         segments = continuation_segments(reference_s)
     frame_segments = segments_to_frames(segments, max_frames)
