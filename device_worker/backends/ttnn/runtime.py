@@ -1,0 +1,45 @@
+"""Importing ttnn on purpose: one place that says which environment the ttnn backend needs."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from types import ModuleType
+
+PINNED = "0.81.1"  # the version every layout, API call and cache key here was written against
+INSTALL_HINT = (
+    "the ttnn backend needs ttnn, which PyPI ships for CPython 3.10 and 3.12 only (not 3.11): create a "
+    "Python 3.12 venv, `pip install 'diffrhythm-studio[ttnn]'` in it, and start the worker with that "
+    "interpreter (`engine.remote.Worker(backend='ttnn', python='/path/to/venv312/bin/python')`, or "
+    "`/path/to/venv312/bin/python -m device_worker --backend ttnn ...`; see docs/ttnn.md)"
+)
+
+
+class TtnnUnavailable(ModuleNotFoundError):
+    """ttnn cannot be imported in this interpreter (the message names the environment to use)."""
+
+
+def require_ttnn() -> ModuleType:
+    """The `ttnn` module, or TtnnUnavailable saying how to get an environment that has it."""
+    try:
+        return importlib.import_module("ttnn")
+    except ModuleNotFoundError as exc:
+        if exc.name not in (None, "ttnn"):  # ttnn is there but one of its own dependencies is not
+            raise
+        py = f"{sys.version_info.major}.{sys.version_info.minor}"
+        raise TtnnUnavailable(f"ttnn is not installed for this Python {py} ({sys.executable}); {INSTALL_HINT}",
+                              name="ttnn") from None
+
+
+def ttnn_version(ttnn: ModuleType | None = None) -> str:
+    """ttnn's version string (part of the weight-cache key: a new ttnn may lay tensors out differently)."""
+    mod = ttnn if ttnn is not None else require_ttnn()
+    version = getattr(mod, "__version__", None)
+    if version:
+        return str(version)
+    try:
+        from importlib.metadata import version as dist_version
+
+        return dist_version("ttnn")
+    except Exception:  # noqa: BLE001 - a source build without metadata
+        return "unknown"
