@@ -188,3 +188,30 @@ def test_negative_style_is_a_model_file(tmp_path, reference_dir, monkeypatch):
     shutil.copy(reference_dir / "vocal.npy", dest)
     neg = load_negative_style(models_dir=tmp_path / "models")
     assert neg.shape == (512,) and abs(np.linalg.norm(neg) - 1) < 1e-3
+
+
+def test_encoder_from_the_mulan_model_files(tmp_path, monkeypatch):
+    """The `mulan` manifest entry resolves to what load_style_model needs (three hub repos)."""
+    from engine.style import local_encoder_from_models
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    p = write_tiny_mulan(tmp_path / "src")
+    mdir = tmp_path / "models"
+    shutil.copytree(p["mulan"], mdir / "OpenMuQ" / "MuQ-MuLan-large")
+    (mdir / "OpenMuQ" / "MuQ-large-msd-iter").mkdir(parents=True)
+    shutil.copy(p["muq_config"], mdir / "OpenMuQ" / "MuQ-large-msd-iter" / "config.json")
+    shutil.copytree(p["text"], mdir / "FacebookAI" / "xlm-roberta-base")
+    enc = local_encoder_from_models(mdir)
+    assert enc.model_id == "OpenMuQ/MuQ-MuLan-large" and enc.embed_text(["folk"]).shape == (1, 512)
+
+
+def test_host_modules_do_not_import_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, engine.style, engine.reference, engine.audio_files, engine.modelfiles.fetch, "
+            "studio.cli_models; print(sorted(m for m in ('torch', 'gradio', 'scipy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
