@@ -286,7 +286,7 @@ class Worker:
                 if now >= next_ping and self._dead is None:
                     sock.send_multipart(wire.encode(P.Ping(), 0, key=self.secret))
                     next_ping = now + self.heartbeat_s
-                self._check_health(now)
+                self._check_health(now, sock, limits)
         finally:
             sock.close(0)
             pull.close(0)
@@ -314,10 +314,13 @@ class Worker:
             return
         waiter.put(ev)
 
-    def _check_health(self, now: float) -> None:
+    def _check_health(self, now: float, sock: zmq.Socket, limits: P.Limits) -> None:
         if self._dead is not None or self._closed:
             return
         if self.proc is not None and self.proc.poll() is not None:
+            # Deliver what the worker sent before it exited (its last errors) ahead of the dead sentinel.
+            while sock.poll(100):
+                self._on_frames(sock.recv_multipart(copy=False), limits)
             self._declare_dead(f"the worker process exited with code {self.proc.returncode}{self._log_tail()}")
         elif self._last_heard and now - self._last_heard > self.dead_after_s:
             self._declare_dead(f"no heartbeat from the worker for {now - self._last_heard:.1f} s "

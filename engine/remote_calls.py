@@ -34,6 +34,7 @@ class Event:
     op: P.Op
     body: Any
     tensors: dict[str, Any] = field(default_factory=dict)
+    received: float = field(default_factory=time.monotonic)  # when the client's IO thread got it
 
     @property
     def kind(self) -> str:
