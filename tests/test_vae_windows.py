@@ -116,6 +116,16 @@ def test_blocks_stream_before_the_song_is_decoded(vae: OobleckVAE) -> None:
     assert calls == [128, 128, 128] and len(rest) == 2
 
 
+def test_half_precision_returns_float32_close_to_reference(tiny_vae: Path, vae: OobleckVAE) -> None:
+    half = load_vae(tiny_vae, dtype=torch.bfloat16)
+    assert half.dtype == torch.bfloat16
+    latent = _latent(8, seed=6)
+    want = vae.decode(latent)
+    got = half.decode(latent)
+    assert got.dtype == torch.float32 and got.shape == want.shape
+    assert (got - want).abs().max().item() <= 0.1 * want.abs().max().item()  # measured ~6% of peak
+
+
 def test_decode_rejects_channels_last(vae: OobleckVAE) -> None:
     with pytest.raises(ValueError, match="channels-last"):
         vae.decode(torch.zeros(1, 10, 64))
