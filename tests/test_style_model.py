@@ -175,3 +175,44 @@ def test_unsupported_position_embedding_is_refused(tiny, tmp_path):
     (tmp_path / "c.json").write_text(json.dumps(cfg))
     with pytest.raises(ValueError, match="only 'rotary'"):
         load_style_model(paths["mulan"], muq_config=tmp_path / "c.json", text_dir=paths["text"])
+
+
+def _hf_layout(cache, repo: str, src_dir, commit: str) -> None:
+    """Copy `src_dir` into the HF cache layout: blobs/<sha256> and snapshots/<commit>/<name> symlinks."""
+    import hashlib
+
+    root = cache / ("models--" + repo.replace("/", "--"))
+    (root / "refs").mkdir(parents=True)
+    (root / "refs" / "main").write_text(commit)
+    for f in src_dir.iterdir():
+        data = f.read_bytes()
+        blob = root / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(data)
+        link = root / "snapshots" / commit / f.name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+
+
+def test_path_alone_finds_the_companion_repos(tiny, tmp_path):
+    import shutil
+
+    paths, model = tiny
+    expected = model.embed_text(["folk"])
+    # hand-laid <dir>/<org>/<repo> tree (xlm-roberta-base under its current hub id)
+    d = tmp_path / "models"
+    shutil.copytree(paths["mulan"], d / "OpenMuQ" / "MuQ-MuLan-large")
+    (d / "OpenMuQ" / "MuQ-large-msd-iter").mkdir(parents=True)
+    shutil.copy(paths["muq_config"], d / "OpenMuQ" / "MuQ-large-msd-iter" / "config.json")
+    shutil.copytree(paths["text"], d / "FacebookAI" / "xlm-roberta-base")
+    assert torch.equal(load_style_model(d / "OpenMuQ" / "MuQ-MuLan-large").embed_text(["folk"]), expected)
+    # Hugging Face cache, text tower under muq's legacy id
+    hub = tmp_path / "hub"
+    _hf_layout(hub, "OpenMuQ/MuQ-MuLan-large", paths["mulan"], "a" * 40)
+    _hf_layout(hub, "OpenMuQ/MuQ-large-msd-iter", paths["muq_config"].parent, "b" * 40)
+    _hf_layout(hub, "xlm-roberta-base", paths["text"], "c" * 40)
+    snap = hub / "models--OpenMuQ--MuQ-MuLan-large" / "snapshots" / ("a" * 40)
+    assert torch.equal(load_style_model(snap).embed_text(["folk"]), expected)
+    shutil.rmtree(hub / "models--xlm-roberta-base")
+    with pytest.raises(FileNotFoundError, match="xlm-roberta-base config.json \\+ tokenizer.json .*studio models fetch"):
+        load_style_model(snap)

@@ -12,7 +12,15 @@ from pathlib import Path
 
 import torch
 
-from .load import build_mulan, load_weights, materialise_buffers, read_json, read_state_dict, weights_file
+from .load import (
+    build_mulan,
+    companion_paths,
+    load_weights,
+    materialise_buffers,
+    read_json,
+    read_state_dict,
+    weights_file,
+)
 from .mulan import MuLan, MuLanConfig
 from .muq import MuQConfig
 
@@ -73,15 +81,18 @@ def load_style_model(
     path: str | Path, *, muq_config: str | Path | None = None, text_dir: str | Path | None = None,
     device: str = "cpu",
 ) -> StyleModel:
-    """`path`: the MuQ-MuLan-large folder. `muq_config`: MuQ-large-msd-iter's config.json (default:
-    `path/muq/config.json`). `text_dir`: xlm-roberta-base folder with config.json + tokenizer.json
-    (default: `path/text`)."""
+    """`path`: the MuQ-MuLan-large folder. `muq_config`: MuQ-large-msd-iter's config.json; `text_dir`:
+    the xlm-roberta-base folder (config.json + tokenizer.json). Either, when omitted, is found as
+    `path/muq/config.json` / `path/text`, or beside `path` in a `<dir>/<org>/<repo>` tree or the Hugging
+    Face cache (the repos MuQ-MuLan's config names)."""
     from transformers import AutoTokenizer
 
     path = Path(path)
-    muq_config = Path(muq_config) if muq_config else path / "muq" / "config.json"
-    text_dir = Path(text_dir) if text_dir else path / "text"
     cfg = MuLanConfig.from_json(read_json(path / "config.json"))
+    if muq_config is None or text_dir is None:
+        found_muq, found_text = companion_paths(path, cfg)
+        muq_config, text_dir = muq_config or found_muq, text_dir or found_text
+    muq_config, text_dir = Path(muq_config), Path(text_dir)
     muq_cfg = MuQConfig.from_json(read_json(muq_config))
     if cfg.audio_model_dim != muq_cfg.encoder_dim:
         raise ValueError(f"MuLan expects a {cfg.audio_model_dim}-d audio model, MuQ config gives {muq_cfg.encoder_dim}")

@@ -121,3 +121,41 @@ def materialise_buffers(module: nn.Module) -> None:
                 setattr(owner, leaf, torch.zeros(buf.shape, dtype=torch.long))
             else:
                 raise RuntimeError(f"buffer {name} has no value after loading")
+
+
+TEXT_ALIASES = {"xlm-roberta-base": ("xlm-roberta-base", "FacebookAI/xlm-roberta-base")}
+
+
+def _hub_dirs(mulan_dir: Path, repo: str) -> list[Path]:
+    """Where the hub repo `repo` sits next to the MuQ-MuLan folder, for the two layouts the studio uses:
+    a hand-laid `<dir>/<org>/<repo>` tree, and the Hugging Face cache (`models--org--repo/snapshots/*`)."""
+    out: list[Path] = []
+    ids = TEXT_ALIASES.get(repo, (repo,))
+    if mulan_dir.parent.name == "snapshots":  # .../models--OpenMuQ--MuQ-MuLan-large/snapshots/<commit>
+        cache = mulan_dir.parent.parent.parent
+        for rid in ids:
+            root = cache / ("models--" + rid.replace("/", "--"))
+            ref = root / "refs" / "main"
+            if ref.is_file():
+                out.append(root / "snapshots" / ref.read_text().strip())
+            snaps = root / "snapshots"
+            if snaps.is_dir():
+                out += sorted(snaps.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)
+    else:  # <dir>/OpenMuQ/MuQ-MuLan-large
+        base = mulan_dir.parent.parent
+        out += [base / rid for rid in ids]
+    return out
+
+
+def companion_paths(mulan_dir: Path, cfg: MuLanConfig) -> tuple[Path, Path]:
+    """MuQ's config.json and the XLM-R folder for a MuQ-MuLan folder: `mulan_dir/muq/config.json` and
+    `mulan_dir/text`, else the repos the MuLan config names, found beside it (see `_hub_dirs`)."""
+    muq = [mulan_dir / "muq" / "config.json"] + [d / "config.json" for d in _hub_dirs(mulan_dir, cfg.audio_model_name)]
+    text = [mulan_dir / "text"] + _hub_dirs(mulan_dir, cfg.text_model_name)
+    muq_hit = next((p for p in muq if p.is_file()), None)
+    text_hit = next((d for d in text if (d / "tokenizer.json").is_file() and (d / "config.json").is_file()), None)
+    if muq_hit is None or text_hit is None:
+        missing = (f"{cfg.audio_model_name} config.json (looked at {', '.join(map(str, muq[:3]))})" if muq_hit is None
+                   else f"{cfg.text_model_name} config.json + tokenizer.json (looked at {', '.join(map(str, text[:3]))})")
+        raise FileNotFoundError(f"MuQ-MuLan needs {missing}; fetch it with: studio models fetch --only mulan")
+    return muq_hit, text_hit
