@@ -1,0 +1,170 @@
+"""Named, stable API endpoints for `gradio_client` scripts (the browser UI uses private events).
+
+    from gradio_client import Client, handle_file
+    c = Client("http://127.0.0.1:7860/")
+    s = c.predict({"lyrics": "[00:10.00]Hello", "style_text": "synth pop", "duration": 95}, "", "",
+                  api_name="/submit")                      # -> {"session_id", "takes": [take ids]}
+    for snap in c.submit(s["takes"][0], api_name="/follow"): ...   # progress snapshots, then the take
+    take = c.predict(s["takes"][0], api_name="/take")        # status, seed, files, urls, record
+
+A session id is the key to change a session; a share token only reads. Paths a client names must lie
+inside the studio's data directory (upload reference songs with /upload_reference first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import gradio as gr
+
+from studio.config import PathRefused
+from studio.forms import ComposeForm, FormError
+from studio.services import Services, UploadRefused
+from studio.store import StoreError, TakeInfo
+
+
+def _take(t: TakeInfo) -> dict[str, Any]:
+    d = t.as_dict()
+    d["urls"] = {fmt: f"/gradio_api/file={path}" for fmt, path in t.files.items()}
+    return d
+
+
+def register(svc: Services) -> None:
+    """Define the endpoints inside the current `gr.Blocks` context."""
+    store = svc.store
+
+    def submit(form: dict, session_id: str = "", owner: str = "") -> dict:
+        """Start a song from a compose form (ComposeForm fields); returns the session and new take ids."""
+        if svc.runner is None:
+            raise gr.Error(svc.model_status.banner_markdown())
+        f = ComposeForm.from_dict(form)
+        session = store.get_session(session_id) if session_id else None
+        if session_id and session is None:
+            raise gr.Error(f"No session {session_id!r}.")
+        try:
+            request = f.to_request(store, svc.config)
+        except (FormError, PathRefused, StoreError) as exc:
+            raise gr.Error(str(exc)) from None
+        validate = getattr(svc.engine, "validate", None)
+        validation = validate(request) if callable(validate) else request.validate()
+        if not validation.ok:
+            raise gr.Error("Invalid request: " + "; ".join(str(p) for p in validation.problems))
+        if session is None:
+            session = store.create_session(f.title, owner=owner or None, inputs=f.session_inputs())
+        else:
+            store.update_session(session.id, inputs=f.session_inputs())
+        parent = f.edit_take if f.edit_mode != "none" else None
+        try:
+            takes = svc.runner.submit(session.id, request, parent_id=parent)
+        except Exception as exc:
+            raise gr.Error(f"{type(exc).__name__}: {exc}") from None
+        return {"session_id": session.id, "takes": [t.id for t in takes], "seeds": [t.seed for t in takes]}
+
+    def take(take_id: str) -> dict:
+        """One take: status, progress, seed, files (paths and URLs), timings and the full record."""
+        t = store.get_take(take_id)
+        if t is None:
+            raise gr.Error(f"No take {take_id!r}.")
+        return _take(t)
+
+    def follow(take_id: str) -> Iterator[dict]:
+        """Progress snapshots (queued position, step k/N, decoding window j/M, ETA) until the take ends;
+        the last value is the finished take."""
+        if store.get_take(take_id) is None:
+            raise gr.Error(f"No take {take_id!r}.")
+        if svc.runner is not None and svc.runner.live(take_id) is not None:
+            for snap in svc.runner.follow([take_id]):
+                lv = snap[take_id]
+                if lv.status not in ("queued", "running"):
+                    break  # the finished take follows, with its files and record
+                yield {"take_id": take_id, "status": lv.status, "progress": round(lv.progress, 4),
+                       "phase": lv.phase, "eta_s": lv.eta_s, "queue_position": lv.queue_position,
+                       "seed": lv.seed}
+        yield _take(store.get_take(take_id))
+
+    def cancel(take_id: str) -> dict:
+        """Cancel the job rendering this take (all its variations)."""
+        return {"take_id": take_id, "cancelling": bool(svc.runner and svc.runner.cancel(take_id))}
+
+    def takes(session_id: str) -> list:
+        """The session's takes, oldest first (deleted ones left out)."""
+        if store.get_session(session_id) is None:
+            raise gr.Error(f"No session {session_id!r}.")
+        return [_take(t) for t in store.list_takes(session_id)]
+
+    def sessions(query: str = "", owner: str = "") -> list:
+        """Sessions, newest first; with a query: title, lyrics or style contain it."""
+        found = store.search(query, owner=owner or None) if query.strip() else store.list_sessions(owner or None)
+        return [{"id": s.id, "title": s.title, "takes": s.take_count, "updated": s.updated_at.isoformat() + "Z",
+                 "style": s.style} for s in found]
+
+    def share(session_id: str) -> dict:
+        """The session's read-only link (`/?s=<token>`), created on first use."""
+        try:
+            link = store.share(session_id)
+        except StoreError as exc:
+            raise gr.Error(str(exc)) from None
+        return {"token": link.token, "path": link.url_path}
+
+    def revoke(session_id: str, token: str) -> dict:
+        """Revoke a link of a session you hold (the session id proves it)."""
+        if token not in {x.token for x in store.share_links(session_id)}:
+            raise gr.Error("That link does not belong to this session.")
+        return {"token": token, "revoked": store.revoke(token).revoked}
+
+    def shared(token: str) -> dict:
+        """Read a shared session: title, inputs and finished takes (no session id: read-only)."""
+        s = store.resolve_share(token)
+        if s is None:
+            raise gr.Error("This share link was revoked or never existed.")
+        return {"title": s.title, "inputs": s.inputs, "read_only": True,
+                "takes": [_take(t) for t in store.list_takes(s.id) if t.status == "done"]}
+
+    def copy_shared(token: str, owner: str = "") -> dict:
+        """Copy a shared session into your sessions; returns the new session id."""
+        s = store.resolve_share(token)
+        if s is None:
+            raise gr.Error("This share link was revoked or never existed.")
+        copy = store.copy_session(s.id, owner=owner or None)
+        return {"session_id": copy.id, "title": copy.title, "takes": copy.take_count}
+
+    def lyrics_report(lyrics: str, duration: float = 95) -> dict:
+        """The per-line report for lyrics at a song length (what will be sung, dropped, rushed)."""
+        from engine.request import SongRequest, layout_request_lyrics
+
+        try:
+            return layout_request_lyrics(SongRequest(lyrics=lyrics, duration=float(duration))).to_dict()
+        except Exception as exc:
+            raise gr.Error(f"{type(exc).__name__}: {exc}") from None
+
+    def time_lyrics(plain: str, duration: float = 95) -> str:
+        """Plain lyrics (optionally with [Verse]/[Chorus] tags) -> a timed LRC."""
+        from engine.lyrics import time_lyrics as _time
+
+        try:
+            return _time(plain, float(duration))
+        except Exception as exc:
+            raise gr.Error(str(exc)) from None
+
+    for fn in (submit, take, follow, cancel, takes, sessions, share, revoke, shared, copy_shared, lyrics_report,
+               time_lyrics):
+        gr.api(fn, api_name=fn.__name__, concurrency_limit=svc.config.follow_concurrency if fn is follow else 8,
+               concurrency_id="follow" if fn is follow else None)
+
+    # Uploads need a File component on the wire; hidden from the page, visible in the API.
+    upload_in = gr.File(visible=False, file_types=["audio"])
+    upload_out = gr.JSON(visible=False)
+    upload_btn = gr.Button(visible=False)
+
+    def upload_reference(path: str | None) -> dict:
+        """Keep an audio file in the data directory (size and length limits); returns its path for forms."""
+        if not path:
+            raise gr.Error("No file received.")
+        try:
+            kept, info = svc.keep_upload(path)
+        except UploadRefused as exc:
+            raise gr.Error(str(exc)) from None
+        return {"path": str(kept), **info, "style_window": svc.style_window_note(kept, info["seconds"])}
+
+    upload_btn.click(upload_reference, upload_in, upload_out, api_name="upload_reference")

@@ -1,0 +1,79 @@
+"""The studio app: composes the page sections, wires them to the handlers and serves it.
+
+    svc = Services(Store(data_dir), StudioConfig(data_dir), engine=engine, model_status=status)
+    demo = build_app(svc)
+    launch(demo, svc, host="127.0.0.1", port=7860)
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import gradio as gr
+
+from studio import api, events
+from studio.config import UI_ASSETS
+from studio.handlers import Handlers
+from studio.page import Page
+from studio.services import Services
+from studio.ui import compose, generate, history, style, takes
+
+log = logging.getLogger(__name__)
+
+CSS_FILE = UI_ASSETS / "studio.css"
+
+
+def build_app(svc: Services) -> gr.Blocks:
+    with gr.Blocks(title="DiffRhythm Studio") as demo:
+        owner = gr.BrowserState("", storage_key="diffrhythm-studio-owner")
+        session = gr.BrowserState("", storage_key="diffrhythm-studio-session")
+        token = gr.State("")
+        with gr.Row(elem_id="header"):
+            gr.Markdown("# 🎵 DiffRhythm Studio\nWrite lyrics, pick a style, make songs — every take is kept.",
+                        elem_id="brand")
+        banner = gr.Markdown(svc.model_status.banner_markdown(), elem_id="model-banner")
+        shared = history.build_shared()
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=6, elem_id="compose-col"):
+                with gr.Group(elem_id="compose"):
+                    comp = compose.build()
+                with gr.Group(elem_id="style"):
+                    sty = style.build()
+                gen = generate.build()
+            with gr.Column(scale=5, elem_id="takes-col"):
+                tks = takes.build()
+                with gr.Accordion("Sessions", open=True, elem_id="history"):
+                    hist = history.build()
+        editable = [gen.generate, gen.cancel, sty.save, sty.save_name, hist.share, hist.revoke, hist.new]
+        page = Page(banner, shared, comp, sty, gen, tks, hist, owner, session, token, editable)
+        handlers = Handlers(svc, page)
+        api.register(svc)  # first, so the stable endpoints get their plain names
+        events.wire(page, handlers, svc.config.follow_concurrency)
+        load = demo.load(handlers.on_load, [owner, session], [*page.session_outputs(), owner, token, banner],
+                         api_visibility="private")
+        load.then(handlers.watch, session, [session, gen.message, gen.progress, gen.preview, tks.listing,
+                                            gen.edit_take, hist.sessions, *page.take_outputs()],
+                  concurrency_limit=svc.config.follow_concurrency, concurrency_id="follow",
+                  api_visibility="private")
+    demo.studio_page = page  # type: ignore[attr-defined]  # for tests that inspect the layout
+    return demo
+
+
+def launch(demo: gr.Blocks, svc: Services, *, host: str = "127.0.0.1", port: int | None = 7860,
+           block: bool = True, **kwargs: Any) -> tuple[Any, str, str]:
+    """Queue sized for one card and serve only the data directory and the app's own assets."""
+    demo.queue(max_size=svc.config.queue_max_size, default_concurrency_limit=8)
+    return demo.launch(
+        server_name=host,
+        server_port=port,
+        prevent_thread_lock=not block,
+        allowed_paths=svc.config.served_paths(),
+        max_file_size=f"{svc.config.max_upload_mb}mb",
+        css_paths=[CSS_FILE] if CSS_FILE.is_file() else None,
+        theme=gr.themes.Soft(primary_hue="orange", neutral_hue="slate"),
+        footer_links=["api"],
+        show_error=True,
+        quiet=True,
+        **kwargs,
+    )

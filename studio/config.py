@@ -1,0 +1,58 @@
+"""Studio settings: where data lives, what is served, upload limits and queue sizes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+UI_ASSETS = ROOT / "assets" / "ui"
+LYRIC_EXAMPLES = ROOT / "assets" / "lyrics"
+
+
+class PathRefused(ValueError):
+    """A path outside the studio's data directory (never read or served)."""
+
+
+@dataclass(frozen=True)
+class StudioConfig:
+    data_dir: Path
+    # Uploads: a reference song of a few minutes is a few tens of MB as WAV; anything longer than
+    # 20 minutes is almost certainly a wrong file (MuQ hears 10 s of it; edits need the song length).
+    max_upload_mb: int = 100
+    max_upload_s: float = 20 * 60
+    # Generate handlers only follow engine jobs (the engine queues and schedules the card), so several
+    # may run at once; cheap handlers (lists, renames) get their own larger pool.
+    follow_concurrency: int = 16
+    queue_max_size: int = 64
+    # The label shown in the header when the weights are random (`--model test`).
+    model_label: str = ""
+    test_model: bool = False
+
+    @property
+    def uploads_dir(self) -> Path:
+        return self.data_dir / "uploads"
+
+    @property
+    def styles_dir(self) -> Path:
+        return self.data_dir / "styles"
+
+    @property
+    def cache_dir(self) -> Path:
+        """Derived pictures (waveforms) and subtitle files; safe to delete."""
+        return self.data_dir / "cache" / "studio"
+
+    def inside_data(self, path: str | Path) -> Path:
+        """`path` resolved, if it lies inside the data directory; else PathRefused (symlinks followed)."""
+        p = Path(path)
+        if not p.is_absolute():
+            p = self.data_dir / p
+        resolved = p.resolve()
+        root = self.data_dir.resolve()
+        if resolved != root and root not in resolved.parents:
+            raise PathRefused(f"{path} is outside the studio's data directory ({root}); refused.")
+        return resolved
+
+    def served_paths(self) -> list[str]:
+        """What Gradio may serve: the data directory and the app's own UI assets, nothing else."""
+        return [str(self.data_dir.resolve()), str(UI_ASSETS)]

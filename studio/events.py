@@ -1,0 +1,63 @@
+"""All event wiring in one place, grouped by section; behaviour lives in the handlers."""
+
+from __future__ import annotations
+
+from studio.handlers import Handlers
+from studio.page import Page
+
+# UI-only events stay out of the API page (`api_visibility`); the stable API lives in studio.api.
+PRIVATE = {"api_visibility": "private"}
+
+
+def wire(page: Page, h: Handlers, follow_limit: int) -> None:
+    p, c, s, g, t, hi = page, page.compose, page.style, page.gen, page.takes, page.history
+
+    # ---------------------------------------------------------------- compose
+    report_inputs = [c.lyrics, g.duration, c.instrumental]
+    for trigger in (c.lyrics.change, g.duration.release, c.instrumental.change):
+        trigger(h.lyric_report, report_inputs, c.report, show_progress="hidden", trigger_mode="always_last",
+                **PRIVATE)
+    c.time_it.click(h.time_lyrics, [c.plain, g.duration, c.tempo, c.intro], [c.lyrics, c.timing_note], **PRIVATE)
+    c.example.change(h.load_example, c.example, [c.lyrics, c.plain, c.timing_note, c.instrumental], **PRIVATE)
+
+    # ---------------------------------------------------------------- style
+    style_outputs = [s.text_group, s.audio_group, s.saved_group, s.text, s.audio, s.audio_path, s.window_note,
+                     s.saved]
+    s.source.change(h.style_source, s.source, style_outputs, **PRIVATE)
+    s.chips.click(lambda sample: sample[0], s.chips, s.text, **PRIVATE)
+    s.audio.upload(h.style_audio, s.audio, [s.audio, s.audio_path, s.window_note], **PRIVATE)
+    s.audio.stop_recording(h.style_audio, s.audio, [s.audio, s.audio_path, s.window_note], **PRIVATE)
+    s.save.click(h.save_style, [s.save_name, s.source, s.text, s.audio_path], [s.save_note, s.saved], **PRIVATE)
+
+    # ---------------------------------------------------------------- generate
+    gen_outputs = [p.session, g.message, g.progress, g.preview, t.listing, g.edit_take, hi.sessions,
+                   *p.take_outputs()]
+    g.generate.click(h.generate, p.form_inputs(), gen_outputs, concurrency_limit=follow_limit,
+                     concurrency_id="follow", show_progress="minimal", **PRIVATE)
+    g.cancel.click(h.cancel, p.session, g.message, queue=False, **PRIVATE)
+
+    # ---------------------------------------------------------------- takes
+    take_out = p.take_outputs()
+    t.listing.change(h.take_detail, [t.listing, p.session], take_out, **PRIVATE)
+    t.refresh.click(lambda sid: h._listing(sid), p.session, [t.listing, g.edit_take], **PRIVATE)
+    t.rename.click(h.rename, [t.listing, p.session, t.name], [t.listing, g.edit_take, *take_out], **PRIVATE)
+    t.star.click(h.star, [t.listing, p.session], [t.listing, g.edit_take, *take_out], **PRIVATE)
+    t.delete.click(h.delete, [t.listing, p.session], [t.listing, g.edit_take, *take_out], **PRIVATE)
+    t.undo.click(h.undo_delete, [t.undo_id, p.session], [t.listing, g.edit_take, *take_out], **PRIVATE)
+    t.retry.click(h.retry, [t.listing, p.session], [t.listing, g.edit_take, t.note], **PRIVATE).then(
+        h.watch, p.session, gen_outputs, concurrency_limit=follow_limit, concurrency_id="follow", **PRIVATE)
+    form_out = [*p.form_fields().values(), s.text_group, s.audio_group, s.saved_group, s.audio, t.note]
+    t.use_settings.click(h.use_settings, [t.listing, p.session], form_out, **PRIVATE)
+    t.use_reference.click(h.use_reference, t.listing, [*style_outputs, s.source, t.note], **PRIVATE)
+    t.use_edit.click(h.use_edit, [t.listing, p.session], [*form_out, t.listing], **PRIVATE)
+
+    # ---------------------------------------------------------------- sessions and sharing
+    session_out = p.session_outputs()
+    hi.sessions.input(h.open_session, [hi.sessions, p.owner, p.token], session_out, **PRIVATE)
+    hi.new.click(h.new_session, p.owner, session_out, **PRIVATE)
+    hi.query.submit(h.search, [hi.query, p.owner], hi.sessions, **PRIVATE)
+    hi.query.change(h.search, [hi.query, p.owner], hi.sessions, trigger_mode="always_last",
+                    show_progress="hidden", **PRIVATE)
+    hi.share.click(h.share, p.session, [hi.link, hi.share_note], **PRIVATE)
+    hi.revoke.click(h.revoke, p.session, [hi.link, hi.share_note], **PRIVATE)
+    p.shared.copy.click(h.copy_shared, [p.token, p.owner], [*session_out, p.token], **PRIVATE)

@@ -1,0 +1,140 @@
+"""The compose form as one dataclass: UI values in, an engine `SongRequest` out, session inputs kept.
+
+Everything the Generate button sends goes through `ComposeForm`, so the UI, the API endpoints and a
+reopened session all agree on one field list (instead of positional tuples whose order lives in a
+comment).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from studio.config import StudioConfig
+from studio.store import DONE, Store
+
+STYLE_SOURCES = ("text", "audio", "saved")
+EDIT_MODES = ("none", "edit", "continue")
+
+
+class FormError(ValueError):
+    """A form value the studio refuses before the engine sees it (message shown as is)."""
+
+
+@dataclass
+class ComposeForm:
+    """What the musician filled in. Field comments give the valid range the UI offers."""
+
+    title: str = ""
+    lyrics: str = ""
+    instrumental: bool = False  # True: the lyrics are ignored and the song has no vocals
+    style_source: str = "text"  # one of STYLE_SOURCES; choosing one clears the others in the UI
+    style_text: str = "pop, upbeat, female vocals"
+    style_audio: str | None = None  # a stored upload inside the data directory
+    style_saved: str | None = None  # name of a saved style
+    duration: int = 95  # 95 = base model (95.1 s); 96-285 = full model
+    steps: int = 32  # 1-200
+    cfg: float = 4.0  # guidance strength 0-20 (upstream default 4)
+    seed: int = 0
+    random_seed: bool = True  # draw a fresh seed per Generate (the drawn seed is recorded)
+    variations: int = 1  # 1-16 takes of the same request, seeds seed, seed+1, ...
+    formats: list[str] = field(default_factory=lambda: ["wav", "flac", "mp3"])
+    edit_mode: str = "none"  # one of EDIT_MODES
+    edit_take: str | None = None  # the source take of an edit or continuation
+    edit_ranges: str = ""  # "10-20, 1:05-1:20, 80-end" (seconds or m:ss; start/end allowed)
+    continue_from: float = 0.0  # seconds: keep the song up to here and generate the rest
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> ComposeForm:
+        """Tolerant: unknown keys (from an older studio) are ignored, missing ones take defaults."""
+        names = {f.name for f in fields(cls)}
+        form = cls(**{k: v for k, v in (d or {}).items() if k in names})
+        form.formats = list(form.formats or ["wav"])
+        return form
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def session_inputs(self) -> dict[str, Any]:
+        """What the session keeps: the whole form, plus a plain `style` string for history search."""
+        d = self.to_dict()
+        d["style"] = self.style_text if self.style_source == "text" else (
+            self.style_saved or Path(self.style_audio or "").name
+        )
+        return d
+
+    def to_request(self, store: Store, config: StudioConfig) -> Any:
+        """The engine request; refuses paths outside the data directory and unknown takes/styles."""
+        from engine.request import Reference, SongRequest, Style
+
+        style = self._style(store, config, Style)
+        edit = None
+        if self.edit_mode != "none":
+            if not self.edit_take:
+                raise FormError("Pick the take to edit or continue first.")
+            take = store.get_take(self.edit_take)
+            if take is None or take.status != DONE or not take.file("wav"):
+                raise FormError("The source take is not a finished take with a WAV file.")
+            song = config.inside_data(take.files["wav"])
+            if self.edit_mode == "edit":
+                edit = Reference.edit(song, parse_ranges(self.edit_ranges))
+            else:
+                edit = Reference.continuation(song, float(self.continue_from))
+        return SongRequest(
+            lyrics="" if self.instrumental else self.lyrics,
+            style=style,
+            duration=float(self.duration),
+            steps=int(self.steps),
+            cfg=float(self.cfg),
+            seed=None if self.random_seed else int(self.seed),
+            variations=int(self.variations),
+            edit=edit,
+            formats=tuple(self.formats or ("wav",)),
+            title=self.title,
+        )
+
+    def _style(self, store: Store, config: StudioConfig, style_cls: Any) -> Any:
+        if self.style_source == "audio":
+            if not self.style_audio:
+                raise FormError("Upload or record a reference song, or switch the style to text.")
+            return style_cls(audio=str(config.inside_data(self.style_audio)))
+        if self.style_source == "saved":
+            saved = store.get_style(self.style_saved or "")
+            if saved is None:
+                raise FormError(f"No saved style named {self.style_saved!r}.")
+            if saved.embedding_path:
+                return style_cls(embedding=str(config.inside_data(saved.embedding_path)))
+            return style_cls(text=saved.prompt)
+        if not self.style_text.strip():
+            raise FormError("Describe the style (e.g. 'dreamy synthwave, female vocals') or pick an example.")
+        return style_cls(text=self.style_text.strip())
+
+
+_TIME = r"(?:\d+:\d{1,2}(?:\.\d+)?|\d+(?:\.\d+)?|start|end)"
+_RANGE = re.compile(rf"^\s*({_TIME})\s*(?:-|–|to)\s*({_TIME})\s*$", re.IGNORECASE)
+
+
+def parse_time(text: str) -> float:
+    """"75", "1:15", "1:15.5" -> seconds; "start"/"end" -> -1 (upstream's open end)."""
+    text = text.strip().lower()
+    if text in ("start", "end"):
+        return -1.0
+    if ":" in text:
+        m, s = text.split(":", 1)
+        return int(m) * 60 + float(s)
+    return float(text)
+
+
+def parse_ranges(text: str) -> list[tuple[float, float]]:
+    """"10-20, 1:05-1:20, 80-end" -> [(10, 20), (65, 80), (80, -1)], with a message naming the bad part."""
+    out: list[tuple[float, float]] = []
+    for part in filter(None, (p.strip() for p in re.split(r"[,;\n]", text or ""))):
+        m = _RANGE.match(part)
+        if not m:
+            raise FormError(f"Cannot read the range {part!r}: write start-end in seconds or m:ss, e.g. 10-20 or 1:05-1:20.")
+        out.append((parse_time(m.group(1)), parse_time(m.group(2))))
+    if not out:
+        raise FormError("Mark at least one time range to regenerate, e.g. 10-20.")
+    return out

@@ -1,0 +1,229 @@
+"""Handlers for composing and generating: thin calls into the engine, the take runner and the store.
+
+Each returns (or yields) a `{component: value}` dict. Long work never runs here: Generate submits to
+the engine and then only follows the take runner's live state.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import numpy as np
+
+from studio import present
+from studio.config import PathRefused
+from studio.forms import ComposeForm, FormError
+from studio.handlers_takes import TakeHandlers
+from studio.page import Page
+from studio.services import Services, UploadRefused
+from studio.store import ACTIVE_STATUSES, StoreError
+
+log = logging.getLogger(__name__)
+
+
+class Handlers(TakeHandlers):
+    def __init__(self, svc: Services, page: Page) -> None:
+        self.svc = svc
+        self.page = page
+
+    # ------------------------------------------------------------------ lyrics
+    def lyric_report(self, lyrics: str, duration: float, instrumental: bool) -> str:
+        """The live per-line report: what the model will sing, what is dropped and why."""
+        if instrumental or not (lyrics or "").strip():
+            return "<div class='lyric-report'><i>Instrumental: no lyrics will be sung.</i></div>"
+        try:
+            from engine.request import SongRequest, layout_request_lyrics
+
+            layout = layout_request_lyrics(SongRequest(lyrics=lyrics, duration=float(duration)))
+        except Exception as exc:  # show the problem where the musician types, never a stack trace
+            return f"<div class='lyric-report bad'>Cannot lay these lyrics out: {type(exc).__name__}: {exc}</div>"
+        return present.lyric_report_html(layout)
+
+    def time_lyrics(self, plain: str, duration: float, tempo: float | None, intro: float | None) -> dict:
+        c = self.page.compose
+        if not (plain or "").strip():
+            return {c.timing_note: "Paste plain lyrics (optionally with [Verse]/[Chorus] tags) first."}
+        try:
+            from engine.lyrics import time_lyrics
+
+            lrc = time_lyrics(plain, float(duration), tempo_bpm=tempo or None, intro_s=intro or None)
+        except Exception as exc:
+            return {c.timing_note: f"⚠️ {exc}"}
+        return {c.lyrics: lrc, c.timing_note: "Timed — edit the times above if you like; the report updates."}
+
+    def load_example(self, name: str | None) -> dict:
+        from studio.ui.compose import lyric_examples
+
+        path = lyric_examples().get(name or "")
+        if not path:
+            return {}
+        text = Path(path).read_text(encoding="utf-8")
+        c = self.page.compose
+        if path.endswith(".txt"):  # plain, section-tagged lyrics: into the timing helper
+            return {c.plain: text, c.timing_note: "Example loaded into the timing helper: press *Time these lyrics*."}
+        return {c.lyrics: text, c.instrumental: False}
+
+    # ------------------------------------------------------------------ style
+    def style_source(self, source: str) -> dict:
+        """Choosing one style source clears the others, so a request never carries two."""
+        s = self.page.style
+        return {
+            s.text_group: gr.Group(visible=source == "text"), s.audio_group: gr.Group(visible=source == "audio"),
+            s.saved_group: gr.Group(visible=source == "saved"),
+            s.text: "" if source != "text" else gr.skip(), s.audio: None if source != "audio" else gr.skip(),
+            s.audio_path: "" if source != "audio" else gr.skip(), s.window_note: "" if source != "audio" else gr.skip(),
+            s.saved: None if source != "saved" else gr.skip(),
+        }
+
+    def style_audio(self, tmp_path: str | None) -> dict:
+        s = self.page.style
+        if not tmp_path:
+            return {s.audio_path: "", s.window_note: ""}
+        try:
+            kept, info = self.svc.keep_upload(tmp_path)
+        except UploadRefused as exc:
+            return {s.audio: None, s.audio_path: "", s.window_note: f"⚠️ {exc}"}
+        return {s.audio_path: str(kept), s.window_note: self.svc.style_window_note(kept, info["seconds"])}
+
+    def save_style(self, name: str, source: str, text: str, audio_path: str) -> dict:
+        s = self.page.style
+        try:
+            if source == "text":
+                style = self.svc.store.save_style(name, prompt=text, source="text")
+            elif source == "audio" and audio_path:
+                style = self.svc.store.save_style(name, prompt="", source=str(self.svc.checked_path(audio_path)))
+            else:
+                return {s.save_note: "Fill in a text prompt or a reference song first."}
+        except (StoreError, PathRefused) as exc:
+            return {s.save_note: f"⚠️ {exc}"}
+        names = [x.name for x in self.svc.store.list_styles()]
+        return {s.save_note: f"Saved as **{style.name}**.", s.saved: gr.Dropdown(choices=names)}
+
+    # ------------------------------------------------------------------ generate
+    def generate(self, values: dict) -> Iterator[dict]:
+        p, g = self.page, self.page.gen
+        if values.get(p.token):
+            yield {g.message: "This is a read-only shared session: copy it into your sessions to make takes."}
+            return
+        if self.svc.runner is None:
+            yield {g.message: self.svc.model_status.banner_markdown()}
+            return
+        form = p.read_form(values)
+        session_id = self._ensure_session(values.get(p.session), values.get(p.owner), form)
+        try:
+            request = form.to_request(self.svc.store, self.svc.config)
+            validation = self._validate(request)
+        except (FormError, PathRefused) as exc:
+            yield {g.message: f"⚠️ {exc}", p.session: session_id}
+            return
+        if not validation.ok:
+            problems = "\n".join(f"- {pr}" for pr in validation.problems)
+            yield {g.message: f"⚠️ Please fix these first:\n{problems}", p.session: session_id}
+            return
+        parent = form.edit_take if form.edit_mode != "none" else None
+        try:
+            takes = self.svc.runner.submit(session_id, request, parent_id=parent)
+        except Exception as exc:  # the engine's busy/validation errors, worded by the engine
+            yield {g.message: f"⚠️ {exc}", p.session: session_id, **self._listing(session_id)}
+            return
+        seeds = ", ".join(str(t.seed) for t in takes)
+        yield {p.session: session_id, g.message: f"Submitted {len(takes)} take(s), seed(s) {seeds}.",
+               **self._listing(session_id), **self._sessions(values.get(p.owner))}
+        yield from self._follow(session_id, [t.id for t in takes])
+
+    def _validate(self, request: Any) -> Any:
+        """As the engine will run it (its tokenizer, its models), so the report matches the take."""
+        validate = getattr(self.svc.engine, "validate", None)
+        return validate(request) if callable(validate) else request.validate()
+
+    def _ensure_session(self, session_id: str | None, owner: str | None, form: ComposeForm) -> str:
+        store = self.svc.store
+        current = store.get_session(session_id) if session_id else None
+        if current is None:
+            current = store.create_session(form.title, owner=owner, inputs=form.session_inputs())
+        else:
+            store.update_session(current.id, title=form.title or None, inputs=form.session_inputs())
+        return current.id
+
+    def _follow(self, session_id: str, take_ids: list[str]) -> Iterator[dict]:
+        """Follow takes until they end: progress bars with ETA, and an early preview from decoded windows."""
+        g = self.page.gen
+        runner = self.svc.runner
+        labels = {t.id: f"take {t.variation + 1} ({t.id[:6]})" for t in map(self.svc.store.get_take, take_ids) if t}
+        preview = _Preview(self.svc.config.cache_dir / "live")
+        last_status: dict[str, str] = {}
+        for snap in runner.follow(take_ids):
+            out: dict[Any, Any] = {g.progress: present.progress_html(snap, labels)}
+            path = preview.update(snap)
+            if path is not None:
+                out[g.preview] = str(path)
+            changed = {t: lv.status for t, lv in snap.items()} != last_status
+            last_status = {t: lv.status for t, lv in snap.items()}
+            if changed:
+                out.update(self._listing(session_id))
+            yield out
+        final = [self.svc.store.get_take(t) for t in take_ids]
+        done = [t for t in final if t and t.status == "done"]
+        summary = ", ".join(f"{t.label}: {t.status}" + (f" ({t.error})" if t.error else "") for t in final if t)
+        out = {g.message: summary, **self._listing(session_id, select=done[0].id if done else None)}
+        if done:
+            out[g.preview] = done[0].files.get("wav")
+            out.update(self.take_detail(done[0].id, session_id))
+        yield out
+
+    def cancel(self, session_id: str | None) -> dict:
+        g = self.page.gen
+        if not session_id or self.svc.runner is None:
+            return {g.message: "Nothing is rendering."}
+        active = [t for t in self.svc.store.list_takes(session_id) if t.status in ACTIVE_STATUSES]
+        n = sum(self.svc.runner.cancel(t.id) for t in active)
+        return {g.message: f"Cancelling {n} take(s): the step in flight finishes, then the card is freed."
+                if n else "Nothing is rendering in this session."}
+
+    def watch(self, session_id: str | None) -> Iterator[dict]:
+        """After a refresh: follow this session's takes that are still rendering in this process."""
+        if not session_id or self.svc.runner is None:
+            return
+        active = [t.id for t in self.svc.store.list_takes(session_id)
+                  if t.status in ACTIVE_STATUSES and self.svc.runner.live(t.id) is not None]
+        if active:
+            yield from self._follow(session_id, active)
+
+
+class _Preview:
+    """Early playback without a streaming encoder: the decoded prefix as a WAV, refreshed only when the
+    listener would otherwise run out of audio (each refresh restarts the player)."""
+
+    RATE = 44_100
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.sent_s = 0.0
+        self.sent_at = 0.0
+        self.take: str | None = None
+
+    def update(self, snap: dict) -> Path | None:
+        rendering = [(t, lv) for t, lv in snap.items() if lv.chunks]
+        if not rendering:
+            return None
+        take, lv = rendering[0]
+        seconds = sum(len(c) for c in lv.chunks) / self.RATE
+        now = time.monotonic()
+        due = take != self.take or (seconds > self.sent_s and now - self.sent_at >= 0.8 * self.sent_s)
+        if not due:
+            return None
+        audio = np.concatenate(lv.chunks, axis=0)
+        peak = float(np.max(np.abs(audio))) or 1.0
+        pcm = (np.clip(audio / peak, -1, 1) * 32767).astype(np.int16)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{take}-{len(lv.chunks)}.wav"
+        import soundfile as sf
+
+        sf.write(str(path), pcm, self.RATE, subtype="PCM_16")
+        self.take, self.sent_s, self.sent_at = take, seconds, now
+        return path

@@ -1,0 +1,281 @@
+"""Handlers for takes, sessions and share links (a mixin of `studio.handlers.Handlers`).
+
+Mutations need the session id the browser holds (a 128-bit capability); a shared view only has the
+share token, so a viewer can listen and download but never change anything.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import gradio as gr
+
+from studio import present
+from studio.forms import ComposeForm
+from studio.store import DONE, INTERRUPTED, SessionInfo, StoreError, TakeInfo
+
+
+class TakeHandlers:
+    svc: Any
+    page: Any
+
+    # ------------------------------------------------------------------ lists
+    def _listing(self, session_id: str | None, select: str | None = None) -> dict:
+        t, g = self.page.takes, self.page.gen
+        takes = self.svc.store.list_takes(session_id) if session_id else []
+        choices = [(present.take_label(x), x.id) for x in reversed(takes)]
+        done = [(present.take_label(x), x.id) for x in reversed(takes) if x.status == DONE]
+        listing = gr.Radio(choices=choices, value=select) if select else gr.Radio(choices=choices)
+        return {t.listing: listing, g.edit_take: gr.Dropdown(choices=done)}
+
+    def _sessions(self, owner: str | None, query: str = "") -> dict:
+        store = self.svc.store
+        found = store.search(query, owner=owner) if query.strip() else store.list_sessions(owner=owner)
+        choices = [(_session_label(s), s.id) for s in found]
+        return {self.page.history.sessions: gr.Radio(choices=choices)}
+
+    def search(self, query: str, owner: str | None) -> dict:
+        return self._sessions(owner, query)
+
+    # ------------------------------------------------------------------ page load / sessions
+    def on_load(self, owner: str | None, session_id: str | None, request: gr.Request) -> dict:
+        """First paint: a browser key for "my sessions", the open session or a shared one from `?s=`."""
+        p = self.page
+        owner = owner or secrets.token_urlsafe(16)
+        token = dict(request.query_params).get("s") if request is not None else None
+        out: dict[Any, Any] = {p.owner: owner, p.banner: self.svc.model_status.banner_markdown(),
+                               p.style.saved: gr.Dropdown(choices=[s.name for s in self.svc.store.list_styles()])}
+        if token:
+            shared = self.svc.store.resolve_share(token)
+            out[p.token] = token
+            if shared is None:
+                out.update(self._render(None, owner, read_only=True))
+                out[p.shared.group] = gr.Group(visible=True)
+                out[p.shared.banner] = "🔒 **This share link was revoked or never existed.** Ask the owner for a new one."
+                out[p.shared.copy] = gr.Button(visible=False)
+                return out
+            out.update(self._render(shared, owner, read_only=True))
+            return out
+        out[p.token] = ""
+        session = self.svc.store.get_session(session_id) if session_id else None
+        out.update(self._render(session, owner, read_only=False))
+        return out
+
+    def open_session(self, session_id: str | None, owner: str | None, token: str | None) -> dict:
+        if token or not session_id:
+            return {}
+        return self._render(self.svc.store.get_session(session_id), owner, read_only=False)
+
+    def new_session(self, owner: str | None) -> dict:
+        return self._render(None, owner, read_only=False)
+
+    def _render(self, session: SessionInfo | None, owner: str | None, *, read_only: bool) -> dict:
+        """Redraw everything that belongs to a session (its inputs, takes, link) or a blank page."""
+        p = self.page
+        form = ComposeForm.from_dict(session.inputs if session else None)
+        if session and not form.title:
+            form.title = session.title
+        out: dict[Any, Any] = p.form_updates(form)
+        for comp in p.form_fields().values():
+            out[comp] = gr.update(value=out[comp], interactive=not read_only)
+        takes = self.svc.store.list_takes(session.id) if session else []
+        first = next((t for t in reversed(takes) if t.status == DONE), None)
+        out.update(self._listing(session.id if session else None, select=first.id if first else None))
+        out.update(self._sessions(owner))
+        out.update(self.take_detail(first.id if first else None, None if read_only else (session.id if session else None)))
+        links = [x for x in (self.svc.store.share_links(session.id) if session and not read_only else []) if not x.revoked]
+        out[p.history.link] = links[0].url_path if links else ""
+        out[p.gen.message] = ""
+        out[p.gen.progress] = ""
+        out[p.compose.report] = ""
+        if not read_only:
+            out[p.session] = session.id if session else ""
+        out[p.shared.group] = gr.Group(visible=read_only)
+        if read_only and session is not None:
+            out[p.shared.banner] = (f"🔗 **Shared session “{session.title}”** — read-only: listen, download, read "
+                                    "the records. *Copy into my sessions* to make your own takes from it.")
+        for comp in p.editable:
+            out[comp] = gr.update(visible=not read_only)
+        return out
+
+    # ------------------------------------------------------------------ one take
+    def take_detail(self, take_id: str | None, session_id: str | None) -> dict:
+        t = self.page.takes
+        take = self.svc.store.get_take(take_id) if take_id else None
+        if take is None:
+            return {t.audio: None, t.waveform: None, t.lyrics_view: "", t.files: None, t.record: "",
+                    t.name: "", t.star: "☆ Star", t.undo: gr.Button(visible=False),
+                    t.retry: gr.Button(visible=False), t.note: "", t.actions: gr.Row(visible=bool(session_id)),
+                    t.undo_id: "", t.delete: gr.Button(visible=bool(session_id))}
+        owned = session_id is not None and take.session_id == session_id
+        wav = take.files.get("wav")
+        files = [p for f, p in take.files.items() if f != "json"] + ([take.files["json"]] if "json" in take.files else [])
+        picture = present.waveform_png(wav, self.svc.config.cache_dir / "waveforms" / f"{take.id}.png") if wav else None
+        return {
+            t.audio: gr.Audio(value=wav, subtitles=present.subtitles(take), label=take.label) if wav else None,
+            t.waveform: str(picture) if picture else None,
+            t.lyrics_view: take.request.get("lyrics") or "(instrumental)",
+            t.files: files or None,
+            t.record: present.record_markdown(take),
+            t.name: take.name,
+            t.star: "★ Starred" if take.starred else "☆ Star",
+            t.undo: gr.Button(visible=False),
+            t.retry: gr.Button(visible=owned and take.status in (INTERRUPTED, "failed", "cancelled")),
+            t.note: "",
+            t.actions: gr.Row(visible=owned),
+            t.undo_id: "",
+            t.delete: gr.Button(visible=owned),
+        }
+
+    def _owned_take(self, take_id: str | None, session_id: str | None) -> TakeInfo:
+        take = self.svc.store.get_take(take_id) if take_id else None
+        if take is None or not session_id or take.session_id != session_id:
+            raise StoreError("Pick one of your own takes first.")
+        return take
+
+    def rename(self, take_id: str, session_id: str, name: str) -> dict:
+        return self._act(take_id, session_id, lambda t: self.svc.store.rename_take(t.id, name), "Renamed.")
+
+    def star(self, take_id: str, session_id: str) -> dict:
+        return self._act(take_id, session_id, lambda t: self.svc.store.star_take(t.id, not t.starred), "")
+
+    def delete(self, take_id: str, session_id: str) -> dict:
+        t = self.page.takes
+        try:
+            take = self._owned_take(take_id, session_id)
+        except StoreError as exc:
+            return {t.note: f"⚠️ {exc}"}
+        self.svc.store.delete_take(take.id)
+        out = {**self._listing(session_id), **self.take_detail(None, session_id)}
+        out.update({t.note: f"Deleted **{take.label}**.", t.undo: gr.Button(visible=True), t.undo_id: take.id})
+        return out
+
+    def undo_delete(self, undo_id: str, session_id: str) -> dict:
+        t = self.page.takes
+        take = self.svc.store.get_take(undo_id) if undo_id else None
+        if take is None or take.session_id != session_id:
+            return {t.note: "Nothing to undo."}
+        self.svc.store.undelete_take(take.id)
+        return {**self._listing(session_id, select=take.id), **self.take_detail(take.id, session_id),
+                t.note: f"Restored **{take.label}**."}
+
+    def retry(self, take_id: str, session_id: str) -> dict:
+        """Render an interrupted/failed/cancelled take again: same request, same recorded seed."""
+        t = self.page.takes
+        try:
+            take = self._owned_take(take_id, session_id)
+        except StoreError as exc:
+            return {t.note: f"⚠️ {exc}"}
+        if self.svc.runner is None:
+            return {t.note: self.svc.model_status.banner_markdown()}
+        from dataclasses import replace
+
+        from engine.request import SongRequest
+
+        request = replace(SongRequest.from_dict(take.request), seed=take.seed, variations=1)
+        try:
+            new = self.svc.runner.submit(session_id, request, parent_id=take.parent_id)
+        except Exception as exc:
+            return {t.note: f"⚠️ {exc}"}
+        self.svc.store.rename_take(new[0].id, take.name or f"retry of {take.label}")
+        return {**self._listing(session_id, select=new[0].id), t.note: "Retrying: the new take renders now."}
+
+    def _act(self, take_id: str, session_id: str, fn: Any, note: str) -> dict:
+        t = self.page.takes
+        try:
+            take = fn(self._owned_take(take_id, session_id))
+        except StoreError as exc:
+            return {t.note: f"⚠️ {exc}"}
+        out = {**self._listing(session_id, select=take.id), **self.take_detail(take.id, session_id)}
+        out[t.note] = note
+        return out
+
+    # ------------------------------------------------------------------ take -> form
+    def use_settings(self, take_id: str | None, session_id: str | None) -> dict:
+        """Fill the form with a take's request and its actual seed (so Generate remakes it)."""
+        take = self.svc.store.get_take(take_id) if take_id else None
+        if take is None:
+            return {self.page.takes.note: "Pick a take first."}
+        session = self.svc.store.get_session(take.session_id)
+        form = ComposeForm.from_dict(session.inputs if session else None)
+        req = take.request
+        style = req.get("style") or {}
+        form.lyrics, form.instrumental = req.get("lyrics", ""), not (req.get("lyrics") or "").strip()
+        form.duration, form.steps, form.cfg = int(req.get("duration", 95)), int(req.get("steps", 32)), float(req.get("cfg", 4.0))
+        form.seed, form.random_seed, form.variations = int(take.seed or 0), False, 1
+        form.formats = list(req.get("formats") or ["wav"])
+        form.edit_mode, form.edit_take = "none", None
+        if style.get("text") is not None:
+            form.style_source, form.style_text = "text", style["text"]
+        elif style.get("audio"):
+            form.style_source, form.style_audio = "audio", style["audio"]
+        out = self.page.form_updates(form)
+        out[self.page.takes.note] = f"Settings of **{take.label}** loaded (seed {take.seed})."
+        return out
+
+    def use_reference(self, take_id: str | None) -> dict:
+        take = self.svc.store.get_take(take_id) if take_id else None
+        s = self.page.style
+        if take is None or not take.files.get("wav"):
+            return {self.page.takes.note: "Pick a finished take first."}
+        out = self.style_source("audio")
+        out.update(self.style_audio(take.files["wav"]))
+        out[s.source] = "audio"
+        out[s.audio] = take.files["wav"]
+        out[self.page.takes.note] = f"**{take.label}** is now the style reference."
+        return out
+
+    def use_edit(self, take_id: str | None, session_id: str | None) -> dict:
+        take = self.svc.store.get_take(take_id) if take_id else None
+        g = self.page.gen
+        if take is None or take.status != DONE:
+            return {self.page.takes.note: "Pick a finished take first."}
+        out = {**self.use_settings(take_id, session_id), **self._listing(session_id, select=take.id)}
+        out.update({g.edit_mode: "edit", g.edit_take: take.id, g.duration: int(take.request.get("duration", 95))})
+        out[self.page.takes.note] = (f"Editing **{take.label}**: mark ranges to regenerate (e.g. `10-20`) or "
+                                     "choose *Continue*, then Generate. The new take links to this one.")
+        return out
+
+    # ------------------------------------------------------------------ sharing
+    def share(self, session_id: str | None, request: gr.Request) -> dict:
+        h = self.page.history
+        if not session_id or self.svc.store.get_session(session_id) is None:
+            return {h.share_note: "Make a take (or save the session) first."}
+        link = self.svc.store.share(session_id)
+        return {h.link: _absolute(link.url_path, request), h.share_note: "Anyone with this link can listen, read "
+                "and copy this session, not change it. Revoke it any time."}
+
+    def revoke(self, session_id: str | None) -> dict:
+        h = self.page.history
+        links = [x for x in self.svc.store.share_links(session_id or "") if not x.revoked]
+        for link in links:
+            self.svc.store.revoke(link.token)
+        return {h.link: "", h.share_note: "Link revoked: it no longer opens this session." if links else "No live link."}
+
+    def copy_shared(self, token: str | None, owner: str | None) -> dict:
+        shared = self.svc.store.resolve_share(token or "")
+        if shared is None:
+            return {self.page.shared.banner: "🔒 This link was revoked; nothing to copy."}
+        copy = self.svc.store.copy_session(shared.id, owner=owner)
+        out = self._render(copy, owner, read_only=False)
+        out[self.page.token] = ""
+        out[self.page.gen.message] = f"Copied into your sessions as **{copy.title}**."
+        return out
+
+
+def _session_label(s: SessionInfo) -> str:
+    when = s.updated_at.strftime("%Y-%m-%d %H:%M")
+    return f"{s.title} · {s.take_count} take(s) · {when}"
+
+
+def _absolute(path: str, request: gr.Request | None) -> str:
+    """The link as the browser reached us (host header), so it works when pasted elsewhere."""
+    try:
+        headers = dict(request.headers) if request is not None else {}
+        host = headers.get("x-forwarded-host") or headers.get("host")
+        proto = headers.get("x-forwarded-proto") or "http"
+        root = getattr(request, "root_path", "") or "" if request is not None else ""
+        return f"{proto}://{host}{root.rstrip('/')}{path}" if host else path
+    except Exception:
+        return path

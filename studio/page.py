@@ -1,0 +1,77 @@
+"""The whole page as one object: every section's components, the form field map, per-browser state.
+
+Handlers return `{component: value}` dicts (Gradio's dict returns), never positional tuples, and the
+form is read through `FORM_FIELDS`, so adding a field is one line here and one in `ComposeForm`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from studio.forms import ComposeForm
+from studio.ui.compose import ComposeUI
+from studio.ui.generate import GenerateUI
+from studio.ui.history import HistoryUI, SharedUI
+from studio.ui.style import StyleUI
+from studio.ui.takes import TakesUI
+
+
+@dataclass
+class Page:
+    banner: gr.Markdown
+    shared: SharedUI
+    compose: ComposeUI
+    style: StyleUI
+    gen: GenerateUI
+    takes: TakesUI
+    history: HistoryUI
+    # Per-browser, in the browser's local storage (survive a refresh; nothing lives only in gr.State):
+    owner: gr.BrowserState  # a random key naming "my sessions"
+    session: gr.BrowserState  # the session this browser has open
+    # The share token of a read-only view (from `?s=` in the URL, so a refresh restores it too).
+    token: gr.State
+    editable: list[gr.components.Component]  # what a read-only view disables
+
+    def form_fields(self) -> dict[str, gr.components.Component]:
+        c, s, g = self.compose, self.style, self.gen
+        return {
+            "title": c.title, "lyrics": c.lyrics, "instrumental": c.instrumental,
+            "style_source": s.source, "style_text": s.text, "style_audio": s.audio_path, "style_saved": s.saved,
+            "duration": g.duration, "steps": g.steps, "cfg": g.cfg, "seed": g.seed,
+            "random_seed": g.random_seed, "variations": g.variations, "formats": g.formats,
+            "edit_mode": g.edit_mode, "edit_take": g.edit_take,
+            "edit_ranges": g.edit_ranges, "continue_from": g.continue_from,
+        }
+
+    def form_inputs(self) -> set[gr.components.Component]:
+        return set(self.form_fields().values()) | {self.owner, self.session, self.token}
+
+    def read_form(self, values: dict[Any, Any]) -> ComposeForm:
+        return ComposeForm.from_dict({name: values.get(comp) for name, comp in self.form_fields().items()})
+
+    def form_updates(self, form: ComposeForm) -> dict[Any, Any]:
+        d = form.to_dict()
+        out: dict[Any, Any] = {comp: d[name] for name, comp in self.form_fields().items()}
+        out[self.style.text_group] = gr.Group(visible=form.style_source == "text")
+        out[self.style.audio_group] = gr.Group(visible=form.style_source == "audio")
+        out[self.style.saved_group] = gr.Group(visible=form.style_source == "saved")
+        out[self.style.audio] = form.style_audio
+        return out
+
+    def session_outputs(self) -> list[Any]:
+        """Everything a reopened (or shared) session redraws."""
+        t, h = self.takes, self.history
+        return [
+            *self.form_fields().values(), self.style.text_group, self.style.audio_group, self.style.saved_group,
+            self.style.audio, self.style.saved, t.listing, h.sessions, h.link, self.session, self.gen.message,
+            self.gen.progress, self.shared.group, self.shared.banner, *self.editable, self.compose.report,
+            *self.take_outputs(),
+        ]
+
+    def take_outputs(self) -> list[Any]:
+        t = self.takes
+        return [t.audio, t.waveform, t.lyrics_view, t.files, t.record, t.name, t.star, t.undo, t.retry, t.note,
+                t.actions, t.undo_id, t.delete]

@@ -1,0 +1,139 @@
+"""How things look: lyric report, progress, take labels, records, waveform pictures, subtitles.
+
+Pure functions from store/engine values to HTML, Markdown, PNG files and subtitle lists; no gradio.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from studio.store import CANCELLED, DONE, FAILED, INTERRUPTED, QUEUED, RUNNING, TakeInfo
+from studio.takes import Live
+
+STATUS_ICON = {QUEUED: "⏳", RUNNING: "🎛️", DONE: "✅", FAILED: "⚠️", CANCELLED: "⏹️", INTERRUPTED: "⏸️"}
+LINE_CLASS = {"sung": "ok", "end": "ok", "ignored": "muted", "pushed": "warn", "break": "muted",
+              "truncated": "bad", "dropped": "bad", "unsung": "bad", "skipped": "bad"}
+
+
+def lyric_report_html(layout: Any) -> str:
+    """One row per input line: time, what happens to it and why; warnings under it."""
+    if layout is None:
+        return ""
+    head = (f"<div class='lr-head'>{html.escape(layout.model)} model · {layout.duration_s:g} s · "
+            f"{sum(1 for t in layout.tokens if t)} of {layout.end_frame} frames hold lyrics · "
+            + ("<b class='ok'>singable as given</b>" if layout.can_sing
+               else "<b class='bad'>some words will not be sung</b>") + "</div>")
+    rows = []
+    for r in layout.lines:
+        if r.status == "ignored" and not r.raw.strip():
+            continue
+        when = _mmss(r.time) if r.time is not None else ""
+        text = html.escape((r.text or r.raw.strip())[:80])
+        notes = [html.escape(r.reason)] if r.reason else []
+        notes += [f"⚠ {html.escape(w)}" for w in r.warnings]
+        cls = "warn" if r.warnings and LINE_CLASS.get(r.status) == "ok" else LINE_CLASS.get(r.status, "")
+        rows.append(f"<tr class='{cls}'><td>{r.number}</td><td>{when}</td><td>{html.escape(r.status)}</td>"
+                    f"<td>{text}<div class='lr-why'>{'<br>'.join(notes)}</div></td></tr>")
+    if not any(r.tokens for r in layout.lines):
+        rows.append("<tr class='muted'><td></td><td></td><td>instrumental</td><td>no lyrics will be sung</td></tr>")
+    notes = "".join(f"<div class='lr-note'>{html.escape(n)}</div>" for n in layout.notes)
+    return (f"<div class='lyric-report'>{head}<table><tr><th>#</th><th>time</th><th>fate</th><th>line</th></tr>"
+            + "".join(rows) + f"</table>{notes}</div>")
+
+
+def progress_html(lives: dict[str, Live], labels: dict[str, str] | None = None) -> str:
+    """A bar per take with its phase and ETA (what the musician watches while a song is made)."""
+    if not lives:
+        return ""
+    out = []
+    for tid, lv in lives.items():
+        pct = int(round(lv.progress * 100))
+        eta = f" · about {_dur(lv.eta_s)} left" if lv.eta_s and lv.status == RUNNING else ""
+        label = html.escape((labels or {}).get(tid, f"take {tid[:6]}"))
+        seed = f" · seed {lv.seed}" if lv.seed is not None else ""
+        out.append(
+            f"<div class='take-progress {lv.status}' data-take='{tid}'>"
+            f"<div class='tp-label'>{STATUS_ICON.get(lv.status, '')} {label}{seed} — "
+            f"{html.escape(lv.phase)}{eta}</div>"
+            f"<div class='tp-bar'><div class='tp-fill' style='width:{pct}%'></div></div></div>"
+        )
+    return "<div id='progress-list'>" + "".join(out) + "</div>"
+
+
+def take_label(t: TakeInfo) -> str:
+    star = "★ " if t.starred else ""
+    seed = f" · seed {t.seed}" if t.seed is not None else ""
+    dur = t.request.get("duration")
+    dur_s = f" · {float(dur):g} s" if dur else ""
+    edit = " · edit" if t.request.get("edit") else ""
+    return f"{star}{STATUS_ICON.get(t.status, '')} {t.label}{seed}{dur_s}{edit} · {t.status}"
+
+
+def record_markdown(t: TakeInfo) -> str:
+    """The take's full record: every parameter, the actual seed, model versions, per-stage times."""
+    lines = [f"**{html.escape(t.label)}** · `{t.id}` · {t.status}" + (f" · parent `{t.parent_id}`" if t.parent_id else "")]
+    if t.error:
+        lines.append(f"\n**Error:** {html.escape(t.error)}")
+    if t.status == INTERRUPTED:
+        lines.append("\nThis take was interrupted when the studio stopped; **Retry** renders it again.")
+    if t.timings:
+        lines.append("\n| stage | seconds |\n|---|---|")
+        lines += [f"| {k} | {float(v):.2f} |" for k, v in t.timings.items() if isinstance(v, (int, float))]
+    rec = t.record or {"request": t.request, "seed": t.seed, "models": t.models}
+    lines.append("\n```json\n" + json.dumps(rec, indent=1, default=str)[:20000] + "\n```")
+    return "\n".join(lines)
+
+
+def subtitles(t: TakeInfo) -> list[dict[str, Any]] | None:
+    """Timed lyrics for the player: one cue per sung line, until the next line (or +4 s)."""
+    report = (t.record or {}).get("lyrics_report") or (t.record or {}).get("lyrics", {}).get("lines") or []
+    timed = [(float(r["time"]), str(r.get("text") or "")) for r in report
+             if isinstance(r, dict) and r.get("time") is not None and r.get("text")
+             and r.get("status") not in ("dropped", "skipped", "unsung")]
+    if not timed:
+        return None
+    timed.sort()
+    return [{"text": text, "timestamp": [start, timed[i + 1][0] if i + 1 < len(timed) else start + 4.0]}
+            for i, (start, text) in enumerate(timed)]
+
+
+def waveform_png(audio_path: str | Path, out_path: Path, width: int = 900, height: int = 120) -> Path | None:
+    """A min/max envelope picture of a take (drawn once, cached next to the data)."""
+    if out_path.is_file():
+        return out_path
+    try:
+        import numpy as np
+        import soundfile as sf
+        from PIL import Image, ImageDraw
+
+        data, _ = sf.read(str(audio_path), dtype="float32", always_2d=True)
+    except Exception:  # a missing or unreadable file just has no picture
+        return None
+    mono = data.mean(axis=1)
+    cols = np.array_split(mono, width) if len(mono) >= width else [mono]
+    img = Image.new("RGB", (width, height), (24, 24, 32))
+    draw = ImageDraw.Draw(img)
+    mid = height / 2
+    peak = float(np.max(np.abs(mono))) or 1.0
+    for x, col in enumerate(cols):
+        if col.size:
+            lo, hi = float(col.min()) / peak, float(col.max()) / peak
+            draw.line([(x, mid - hi * (mid - 4)), (x, mid - lo * (mid - 4))], fill=(255, 140, 60))
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    img.save(out_path)
+    return out_path
+
+
+def _mmss(t: float) -> str:
+    return f"{int(t // 60):02d}:{t % 60:05.2f}"
+
+
+def _dur(s: float) -> str:
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"
+
+
+__all__ = ["lyric_report_html", "progress_html", "take_label", "record_markdown", "subtitles", "waveform_png",
+           "DONE", "FAILED", "CANCELLED"]

@@ -1,0 +1,145 @@
+"""What the handlers call: the store, the take runner (when an engine is up), settings, model status.
+
+Built once by `studio serve` (or a test) and passed to `build_app`; handlers never build services.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from studio.config import PathRefused, StudioConfig
+from studio.store import Store
+from studio.takes import TakeRunner
+
+log = logging.getLogger(__name__)
+
+AUDIO_SUFFIXES = {".wav", ".flac", ".mp3", ".ogg", ".oga", ".aiff", ".aif", ".webm", ".m4a"}
+
+
+class UploadRefused(ValueError):
+    """An upload the studio will not keep (too big, too long, not audio); the message says which."""
+
+
+@dataclass
+class ModelStatus:
+    """Whether songs can be made, and if not, what is missing and the command that fetches it."""
+
+    ready: bool
+    label: str = ""  # e.g. "DiffRhythm 1.2 (base + full)" or "TEST MODEL: random weights, noise not music"
+    missing: list[str] = field(default_factory=list)
+    fetch_command: str = "studio models fetch"
+    detail: str = ""
+    workers: str = ""  # e.g. "torch:cpu float32" (precision is a worker setting: `serve --precision`)
+
+    loading: str = ""  # set while the workers start: what they are doing
+
+    def banner_markdown(self) -> str:
+        if self.loading:
+            return f"⏳ **Loading the model:** {self.loading} — the page works meanwhile; Generate waits for it."
+        if self.ready and "TEST" in self.label.upper():
+            return (f"🧪 **{self.label}** — the whole studio works, but every song is noise: load the real "
+                    f"weights with `{self.fetch_command}` and restart without `--model test`.")
+        if self.ready:
+            return ""
+        lines = ["⚠️ **Songs cannot be made yet: model files are missing.**"]
+        lines += [f"- `{m}`" for m in self.missing[:12]]
+        lines.append(f"\nFetch them with `{self.fetch_command}`, then restart `studio serve` "
+                     "(or try the whole flow now with `studio serve --model test`).")
+        if self.detail:
+            lines.append(f"\n{self.detail}")
+        return "\n".join(lines)
+
+
+class Services:
+    def __init__(self, store: Store, config: StudioConfig, *, engine: Any = None,
+                 model_status: ModelStatus | None = None) -> None:
+        self.store = store
+        self.config = config
+        self.engine = engine
+        self.runner = TakeRunner(engine, store) if engine is not None else None
+        self.model_status = model_status or ModelStatus(ready=engine is not None)
+        for d in (config.uploads_dir, config.styles_dir, config.cache_dir):
+            d.mkdir(parents=True, exist_ok=True)
+
+    def attach_engine(self, engine: Any, status: ModelStatus) -> None:
+        """Called once the workers are up (serve starts them in the background so the page opens first)."""
+        self.engine = engine
+        self.runner = TakeRunner(engine, self.store)
+        self.model_status = status
+
+    def close(self) -> None:
+        close = getattr(self.engine, "close", None)
+        if callable(close):
+            close()
+        self.store.close()
+
+    # ---------------------------------------------------------------- uploads
+    def keep_upload(self, tmp_path: str | Path) -> tuple[Path, dict[str, Any]]:
+        """Check an uploaded (or recorded) audio file against the limits and keep a copy in the data dir.
+
+        Returns (kept path, info: seconds, rate, channels). Content-addressed, so the same song uploaded
+        twice is kept once and a take's record keeps pointing at a file that does not move.
+        """
+        import soundfile as sf
+
+        src = Path(tmp_path)
+        size = src.stat().st_size
+        limit = self.config.max_upload_mb * 1024 * 1024
+        if size > limit:
+            raise UploadRefused(f"{src.name} is {size / 2**20:.1f} MB; uploads are limited to "
+                                f"{self.config.max_upload_mb} MB (trim or compress it, e.g. to FLAC or MP3).")
+        try:
+            info = sf.info(str(src))
+        except Exception as exc:
+            raise UploadRefused(f"{src.name} is not an audio file this studio can read "
+                                f"(WAV, FLAC, OGG, MP3): {exc}") from None
+        seconds = info.frames / info.samplerate if info.samplerate else 0.0
+        if seconds > self.config.max_upload_s:
+            raise UploadRefused(f"{src.name} is {seconds / 60:.1f} min long; the limit is "
+                                f"{self.config.max_upload_s / 60:.0f} min (a reference needs 10 s, an edit "
+                                "at most the song's length).")
+        if seconds <= 0:
+            raise UploadRefused(f"{src.name} holds no audio.")
+        digest = _sha256(src)[:20]
+        suffix = src.suffix.lower() if src.suffix.lower() in AUDIO_SUFFIXES else ".wav"
+        kept = self.config.uploads_dir / f"{digest}{suffix}"
+        if not kept.exists():
+            tmp = kept.with_suffix(kept.suffix + ".part")
+            shutil.copyfile(src, tmp)
+            tmp.replace(kept)
+        return kept, {"seconds": seconds, "rate": info.samplerate, "channels": info.channels, "name": src.name}
+
+    def style_window_note(self, path: Path, seconds: float) -> str:
+        """Which part of a reference MuQ-MuLan hears (upstream: the central 10 s)."""
+        try:
+            from engine.style import choose_window
+
+            start, length, notes = choose_window(seconds)
+        except Exception as exc:  # too short, or the style module missing: say so
+            return f"⚠️ {exc}"
+        text = f"MuQ-MuLan hears {_mmss(start)}–{_mmss(start + length)} of this {_mmss(seconds)} recording."
+        return " ".join([text, *notes])
+
+    def checked_path(self, path: str | Path) -> Path:
+        """A path a client named (API or form); refused unless inside the data directory."""
+        return self.config.inside_data(path)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _mmss(t: float) -> str:
+    return f"{int(t // 60)}:{t % 60:04.1f}"
+
+
+__all__ = ["ModelStatus", "PathRefused", "Services", "UploadRefused"]

@@ -1,0 +1,249 @@
+"""The take runner: turns Generate clicks into engine jobs and keeps the store in step with them.
+
+One engine job holds a request's variations; each variation is one row in the store (`takes`). A
+background thread per job follows the job's events and writes them to the store (progress throttled),
+so a take's state does not depend on any browser tab: closing or refreshing a tab loses nothing, and
+the tab that comes back re-attaches with `follow()`. Jobs are submitted non-interactive for the same
+reason: a song keeps rendering when its tab closes, and it is there when the musician returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from studio.store import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Store, TakeInfo
+
+log = logging.getLogger(__name__)
+
+PROGRESS_WRITE_S = 0.5  # at most two progress writes per second per take: WAL writes are cheap, not free
+PREPARE_SHARE, DIFFUSION_SHARE = 0.05, 0.80  # of a take's progress bar; decoding gets the rest
+
+
+class EngineLike(Protocol):
+    """What the studio needs from `engine.Engine` (issue 6)."""
+
+    def submit(self, request: Any, *, interactive: bool = False) -> Any: ...
+
+
+@dataclass
+class Live:
+    """In-memory view of one take while it renders: the store holds the same minus the audio chunks."""
+
+    take_id: str
+    status: str = QUEUED
+    progress: float = 0.0
+    phase: str = "queued"
+    eta_s: float | None = None
+    queue_position: int | None = None
+    seed: int | None = None
+    chunks: list[np.ndarray] = field(default_factory=list)  # early-playback audio, float32 [n, 2]
+    version: int = 0  # bumped on every change, so followers only redraw when something moved
+
+
+class TakeRunner:
+    """Submits requests to the engine and mirrors each job's events into the store."""
+
+    def __init__(self, engine: EngineLike, store: Store) -> None:
+        self.engine = engine
+        self.store = store
+        self._lock = threading.Condition()
+        self._live: dict[str, Live] = {}
+        self._jobs: dict[str, Any] = {}  # take id -> engine job
+
+    # ------------------------------------------------------------------ submit / cancel
+    def submit(self, session_id: str, request: Any, *, parent_id: str | None = None) -> list[TakeInfo]:
+        """Record one take per variation, then hand the request to the engine. Returns the new takes.
+
+        The seed is fixed here (drawn when the musician asked for a random one) so every take's row
+        holds its actual seed from the first moment, even if the process dies before the worker starts.
+        """
+        request = request.with_seed()
+        seeds = request.seeds()
+        payload = request.to_dict()
+        takes = [
+            self.store.add_take(session_id, payload, parent_id=parent_id, variation=i, seed=seed)
+            for i, seed in enumerate(seeds)
+        ]
+        try:
+            job = self.engine.submit(request, interactive=False)
+        except Exception as exc:  # busy queue, validation: the takes become failed with the reason
+            for t in takes:
+                self.store.update_take(t.id, status=FAILED, error=_error(exc), phase="not started")
+            raise
+        with self._lock:
+            for t in takes:
+                self._live[t.id] = Live(t.id, seed=t.seed)
+                self._jobs[t.id] = job
+        threading.Thread(
+            target=self._mirror, args=(job, [t.id for t in takes]), name=f"take-{job.id}", daemon=True
+        ).start()
+        return takes
+
+    def cancel(self, take_id: str) -> bool:
+        """Cancel the job that renders `take_id` (all its variations). False when it is not running."""
+        with self._lock:
+            job = self._jobs.get(take_id)
+        if job is None:
+            return False
+        job.cancel("cancelled in the studio")
+        return True
+
+    def live(self, take_id: str) -> Live | None:
+        with self._lock:
+            return self._live.get(take_id)
+
+    def running(self) -> int:
+        with self._lock:
+            return sum(1 for lv in self._live.values() if lv.status in (QUEUED, RUNNING))
+
+    # ------------------------------------------------------------------ following
+    def follow(self, take_ids: list[str], timeout_s: float = 1.0) -> Iterator[dict[str, Live]]:
+        """Yield a snapshot of the takes' live state whenever it changes (and at least every
+        `timeout_s`), until none of them is queued or running any more in this process."""
+        seen = -1
+        while True:
+            with self._lock:
+                snap = {t: self._live[t] for t in take_ids if t in self._live}
+                version = sum(lv.version for lv in snap.values())
+                if version == seen:
+                    self._lock.wait(timeout_s)
+                    snap = {t: self._live[t] for t in take_ids if t in self._live}
+                    version = sum(lv.version for lv in snap.values())
+                seen = version
+                active = any(lv.status in (QUEUED, RUNNING) for lv in snap.values())
+            yield snap
+            if not active:
+                return
+
+    # ------------------------------------------------------------------ the mirror thread
+    def _mirror(self, job: Any, take_ids: list[str]) -> None:
+        from engine import events as ev  # lazy: the studio opens even where the engine cannot load
+
+        last_write: dict[str, float] = {}
+
+        def update(i: int | None, *, write: bool = True, force: bool = False, **changes: Any) -> None:
+            targets = take_ids if i is None else [take_ids[i]]
+            with self._lock:
+                for tid in targets:
+                    lv = self._live[tid]
+                    if lv.status in (DONE, FAILED, CANCELLED):
+                        continue  # a finished variation keeps its final state
+                    for k, v in changes.items():
+                        setattr(lv, k, v)
+                    lv.version += 1
+                self._lock.notify_all()
+            if not write:
+                return
+            now = time.monotonic()
+            for tid in targets:
+                if force or now - last_write.get(tid, 0.0) >= PROGRESS_WRITE_S:
+                    last_write[tid] = now
+                    fields = {k: v for k, v in changes.items() if k in ("status", "progress", "phase", "seed")}
+                    self.store.update_take(tid, **fields)
+
+        try:
+            for e in job:
+                if isinstance(e, ev.Queued):
+                    update(None, force=True, status=QUEUED, queue_position=e.position,
+                           phase=f"queued: position {e.position} ({e.ahead} take(s) ahead)")
+                elif isinstance(e, ev.Preparing):
+                    update(None, status=RUNNING, queue_position=None, progress=0.01,
+                           phase=f"preparing {e.what}" + (f": {e.detail}" if e.detail else ""))
+                elif isinstance(e, ev.Running):
+                    update(e.take, force=True, status=RUNNING, seed=e.seed, progress=PREPARE_SHARE,
+                           phase=f"starting on {e.worker}" + (f" (attempt {e.attempt})" if e.attempt > 1 else ""))
+                elif isinstance(e, ev.Step):
+                    frac = PREPARE_SHARE + DIFFUSION_SHARE * e.k / max(e.total, 1)
+                    update(e.take, progress=frac, eta_s=e.eta_s, phase=f"step {e.k}/{e.total}")
+                elif isinstance(e, ev.Decoding):
+                    frac = PREPARE_SHARE + DIFFUSION_SHARE + (1 - PREPARE_SHARE - DIFFUSION_SHARE) * e.j / max(e.total, 1)
+                    update(e.take, progress=min(frac, 0.99), eta_s=e.eta_s, phase=f"decoding window {e.j}/{e.total}")
+                elif isinstance(e, ev.AudioChunk):
+                    with self._lock:
+                        lv = self._live[take_ids[e.take]]
+                        lv.chunks.append(np.asarray(e.audio, dtype=np.float32))
+                        lv.version += 1
+                        self._lock.notify_all()
+                elif isinstance(e, ev.Retrying):
+                    update(e.take, force=True, phase=f"retrying (attempt {e.attempt}): {e.reason}")
+                elif isinstance(e, ev.TakeDone):
+                    self._finish_take(take_ids[e.result.take], e.result)
+                elif isinstance(e, ev.Failed):
+                    targets = take_ids if e.take is None else [take_ids[e.take]]
+                    for tid in targets:
+                        self._end(tid, FAILED, "failed", error=e.error)
+                elif isinstance(e, ev.Cancelled):
+                    for tid in take_ids:
+                        self._end(tid, CANCELLED, e.reason or "cancelled")
+                elif isinstance(e, ev.Done):
+                    for res in e.takes:  # takes whose TakeDone we somehow missed
+                        self._finish_take(take_ids[res.take], res)
+        except Exception as exc:  # never leave a take "running" because the mirror itself broke
+            log.exception("[studio] mirror failed job=%s", getattr(job, "id", "?"))
+            for tid in take_ids:
+                self._end(tid, FAILED, "failed", error=f"studio: {_error(exc)}")
+        finally:
+            for tid in take_ids:  # a job that ended without a word about a take
+                lv = self.live(tid)
+                if lv is not None and lv.status in (QUEUED, RUNNING):
+                    self._end(tid, FAILED, "failed", error="the engine ended the job without this take")
+            with self._lock:
+                for tid in take_ids:
+                    self._jobs.pop(tid, None)
+
+    def _finish_take(self, take_id: str, result: Any) -> None:
+        lv = self.live(take_id)
+        if lv is not None and lv.status == DONE:
+            return
+        files = {k: v for k, v in result.files.items() if k != "json"}
+        record = _read_record(result.files.get("json"))
+        self.store.update_take(
+            take_id, status=DONE, progress=1.0, phase="done", seed=result.seed, files=files,
+            timings=dict(result.timings), record=record, models=dict(record.get("models") or {}),
+            error=None,
+        )
+        if result.files.get("json"):
+            self.store.update_take(take_id, files={**files, "json": result.files["json"]})
+        self._set_live(take_id, status=DONE, progress=1.0, phase="done", eta_s=0.0, seed=result.seed)
+
+    def _end(self, take_id: str, status: str, phase: str, *, error: str | None = None) -> None:
+        lv = self.live(take_id)
+        if lv is not None and lv.status in (DONE, FAILED, CANCELLED):
+            return
+        self.store.update_take(take_id, status=status, phase=phase, error=error)
+        self._set_live(take_id, status=status, phase=phase, eta_s=None)
+
+    def _set_live(self, take_id: str, **changes: Any) -> None:
+        with self._lock:
+            lv = self._live.setdefault(take_id, Live(take_id))
+            for k, v in changes.items():
+                setattr(lv, k, v)
+            if changes.get("status") in (DONE, FAILED, CANCELLED):
+                lv.chunks = []  # the file is the reference now; free the early-playback audio
+            lv.version += 1
+            self._lock.notify_all()
+
+
+def _read_record(path: str | None) -> dict[str, Any]:
+    if not path:
+        return {}
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as exc:
+        log.warning("[studio] cannot read take record path=%s: %s", path, exc)
+        return {}
+
+
+def _error(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,168 @@
+"""The test model: tiny random weights in the released file layouts. It makes noise, not music.
+
+`studio serve --model test` (and `studio render --model test`) use it so anyone can try the whole flow
+(lyrics, style, progress, takes, files, sharing) before downloading ~4 GB of weights, and so tests run
+real worker processes on a CPU in seconds. Every file is written once under `root` (default: the user
+cache) from fixed seeds, so two runs make the same "songs"; a README in the folder says what it is.
+
+Layout (what `engine.config.Models` points at):
+    dit-base/{cfm_model.pt, config.json}   DiT, 2048 frames (95 s)   dim 64, depth 2
+    dit-full/{cfm_model.pt, config.json}   DiT, 6144 frames (96-285 s, duration embedding)
+    vae_model.pt                           Oobleck VAE, hop 2048, 4 base channels (state dict)
+    mulan/{config.json, pytorch_model.bin, muq/config.json, text/{config.json, tokenizer.json}}
+    vocal.npy                              negative style, [1, 512] unit vector
+torch, transformers and tokenizers are imported only when the files must be written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+LABEL = "TEST MODEL: tiny random weights, noise not music"
+VERSION = 1  # bump when the layout or sizes change, so old folders are rebuilt
+DIT = {"dim": 64, "depth": 2, "heads": 32, "ff_mult": 2, "text_dim": 512, "conv_layers": 1, "mel_dim": 64,
+       "text_num_embeds": 363}
+MULAN = {
+    "mulan": {"sr": 24000, "clip_secs": 10, "dim_latent": 512, "decoupled_contrastive_learning": True,
+              "hierarchical_contrastive_loss": False, "sigmoid_contrastive_loss": False, "rank_contrast": True},
+    "audio_model": {"name": "OpenMuQ/MuQ-large-msd-iter", "model_dim": 32, "use_layer_idx": -1},
+    "text_model": {"name": "xlm-roberta-base", "model_dim": 32},
+    "audio_transformer": {"dim": 16, "tf_depth": 1, "heads": 2, "dim_head": 8, "attn_dropout": 0.0,
+                          "ff_dropout": 0.0, "ff_mult": 4},
+    "text_transformer": {"dim": 16, "tf_depth": 1, "max_seq_len": 1024, "dim_head": 8, "heads": 2,
+                         "attn_dropout": 0.0, "ff_dropout": 0.0, "ff_mult": 4},
+}
+MUQ = {
+    "label_rate": 25, "num_codebooks": 1, "codebook_dim": 16, "codebook_size": 64,
+    "features": ["melspec_2048"], "hop_length": 240, "n_mels": 128, "conv_dim": 4, "encoder_dim": 32,
+    "encoder_depth": 2, "mask_hop": 0.4, "mask_prob": 0.6, "is_flash": False,
+    "stat": {"melspec_2048_cnt": 1, "melspec_2048_mean": 6.77, "melspec_2048_std": 18.4},
+    "w2v2_config": {"num_attention_heads": 4, "intermediate_size": 48, "hidden_act": "swish",
+                    "position_embeddings_type": "rotary", "rotary_embedding_base": 10000,
+                    "conv_depthwise_kernel_size": 5, "layer_norm_eps": 1e-5,
+                    "num_conv_pos_embeddings": 8, "num_conv_pos_embedding_groups": 4},
+}
+
+
+def default_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "diffrhythm-studio" / f"test-model-v{VERSION}"
+
+
+def ensure_test_models(root: str | Path | None = None) -> Any:
+    """The test model's `engine.config.Models`, writing the files first if they are not there yet."""
+    from engine.config import Models
+
+    root = Path(root) if root is not None else default_root()
+    if not (root / "COMPLETE").is_file():
+        # In a child process: writing needs torch, and the studio process must stay small (<500 MB).
+        log.info("[studio] writing the test model to %s", root)
+        subprocess.run([sys.executable, "-m", "studio.testmodel", str(root)], check=True)
+    return Models(vae=str(root / "vae_model.pt"), base=str(root / "dit-base"), full=str(root / "dit-full"),
+                  style=str(root / "mulan"), negative_style=str(root / "vocal.npy"), vocab=_vocab(), test=True)
+
+
+def write_all(root: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    _write_dits(root)
+    _write_vae(root / "vae_model.pt")
+    _write_mulan(root / "mulan")
+    _write_negative_style(root / "vocal.npy")
+    (root / "README.txt").write_text(f"{LABEL}.\nWritten by studio.testmodel (layout v{VERSION}); "
+                                     "safe to delete.\n", encoding="utf-8")
+    (root / "COMPLETE").write_text("ok\n")
+
+
+def _vocab() -> str | None:
+    """The real g2p vocabulary when it was fetched (lyrics then shape the noise); else none, and the
+    engine records that lyrics are not sung with the test model."""
+    try:
+        from engine.modelfiles import resolve_file
+
+        return str(resolve_file("vocab", "vocab.json"))
+    except Exception:
+        return None
+
+
+def _write_dits(root: Path) -> None:
+    import torch
+
+    from device_worker.dit import DiT, DiTConfig
+
+    for name, frames in (("dit-base", 2048), ("dit-full", 6144)):
+        folder = root / name
+        folder.mkdir(parents=True, exist_ok=True)
+        torch.manual_seed(frames)
+        model = DiT(DiTConfig(**DIT, max_frames=frames))
+        state = {"transformer." + k: v.detach().to(torch.float16) for k, v in model.state_dict().items()}
+        _save(torch, {"model_state_dict": state}, folder / "cfm_model.pt")
+        (folder / "config.json").write_text(json.dumps({"model_type": "diffrhythm", "model": DIT,
+                                                        "max_frames": frames}, indent=1))
+
+
+def _write_vae(path: Path) -> None:
+    import torch
+
+    from device_worker.vae import OobleckVAE
+    from device_worker.vae_checkpoint import OobleckConfig
+
+    torch.manual_seed(7)
+    model = OobleckVAE(OobleckConfig(channels=4))
+    _save(torch, {k: v.detach().clone() for k, v in model.state_dict().items()}, path)
+
+
+def _write_mulan(folder: Path) -> None:
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import XLMRobertaConfig
+
+    from device_worker.style.load import build_mulan
+    from device_worker.style.mulan import MuLanConfig
+    from device_worker.style.muq import MuQConfig
+
+    text_dir, muq_dir = folder / "text", folder / "muq"
+    for d in (folder, text_dir, muq_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(MULAN))
+    (muq_dir / "config.json").write_text(json.dumps(MUQ))
+    vocab = [("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), ("▁", -2.0)]
+    vocab += [(c, -1.0) for c in "abcdefghijklmnopqrstuvwxyz"]
+    tok = Tokenizer(models.Unigram(vocab, unk_id=3))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", 0), ("</s>", 2)])
+    tok.save(str(text_dir / "tokenizer.json"))
+    XLMRobertaConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                     intermediate_size=64, max_position_embeddings=1026).save_pretrained(text_dir)
+    torch.manual_seed(11)
+    model = build_mulan(MuLanConfig.from_json(MULAN), MuQConfig.from_json(MUQ), text_dir)
+    state = {"mulan." + k: v.detach().clone() for k, v in model.state_dict().items()}
+    for k, v in list(state.items()):  # plausible batch-norm statistics, so eval mode is well defined
+        if k.endswith("running_var"):
+            state[k] = torch.rand_like(v) + 0.5
+    _save(torch, state, folder / "pytorch_model.bin")
+
+
+def _write_negative_style(path: Path) -> None:
+    import numpy as np
+
+    v = np.random.default_rng(3).standard_normal((1, 512)).astype(np.float32)
+    np.save(path, v / np.linalg.norm(v))
+
+
+def _save(torch: Any, obj: Any, path: Path) -> None:
+    tmp = path.with_suffix(path.suffix + ".part")
+    torch.save(obj, tmp)
+    tmp.replace(path)  # a crash never leaves a half-written file under the real name
+
+
+if __name__ == "__main__":
+    write_all(Path(sys.argv[1]) if len(sys.argv) > 1 else default_root())

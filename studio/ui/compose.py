@@ -1,0 +1,54 @@
+"""Compose: title, lyrics editor with its live per-line report, timing helper, instrumental, examples."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from studio.config import LYRIC_EXAMPLES
+
+
+@dataclass
+class ComposeUI:
+    title: gr.Textbox
+    lyrics: gr.Textbox
+    instrumental: gr.Checkbox
+    example: gr.Dropdown
+    report: gr.HTML
+    plain: gr.Textbox
+    tempo: gr.Number
+    intro: gr.Number
+    time_it: gr.Button
+    timing_note: gr.Markdown
+
+
+def lyric_examples() -> dict[str, str]:
+    """Example lyrics shipped in assets/lyrics (English and Chinese): label -> path."""
+    if not LYRIC_EXAMPLES.is_dir():
+        return {}
+    files = sorted(p for p in LYRIC_EXAMPLES.iterdir() if p.suffix in (".lrc", ".txt"))
+    return {p.stem.replace("_", " ").replace("-", " "): str(p) for p in files}
+
+
+def build() -> ComposeUI:
+    title = gr.Textbox(label="Session title", placeholder="Untitled session", elem_id="title", max_lines=1)
+    with gr.Row():
+        instrumental = gr.Checkbox(label="Instrumental (no vocals)", value=False, elem_id="instrumental")
+        example = gr.Dropdown(label="Start from an example", choices=list(lyric_examples()), value=None,
+                              elem_id="example", interactive=True)
+    lyrics = gr.Textbox(
+        label="Lyrics (LRC: [mm:ss.xx] line — or plain lyrics, timed for you)",
+        lines=12, max_lines=40, elem_id="lyrics",
+        placeholder="[00:10.00]Neon rain on the window\n[00:14.20]I drive until the morning",
+    )
+    report = gr.HTML(elem_id="lyric-report")
+    with gr.Accordion("Timing helper: plain lyrics (with [Verse]/[Chorus] tags) → timed LRC", open=False):
+        plain = gr.Textbox(label="Plain lyrics", lines=6, elem_id="plain-lyrics",
+                           placeholder="[Verse]\nNeon rain on the window\n[Chorus]\n...")
+        with gr.Row():
+            tempo = gr.Number(label="Tempo (BPM, optional)", value=None, precision=0, minimum=40, maximum=240)
+            intro = gr.Number(label="Intro length (s, optional)", value=None, minimum=0, maximum=60)
+            time_it = gr.Button("Time these lyrics ↑", elem_id="time-it")
+        timing_note = gr.Markdown()
+    return ComposeUI(title, lyrics, instrumental, example, report, plain, tempo, intro, time_it, timing_note)

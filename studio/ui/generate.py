@@ -1,0 +1,61 @@
+"""Generate: duration, Advanced settings, edit/continue a take, Generate/Cancel, progress, live preview."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+EDIT_MODES = [("New song", "none"), ("Regenerate time ranges of a take", "edit"),
+              ("Continue a take from a point", "continue")]
+
+
+@dataclass
+class GenerateUI:
+    duration: gr.Slider
+    steps: gr.Slider
+    cfg: gr.Slider
+    seed: gr.Number
+    random_seed: gr.Checkbox
+    variations: gr.Slider
+    formats: gr.CheckboxGroup
+    edit_mode: gr.Radio
+    edit_take: gr.Dropdown
+    edit_ranges: gr.Textbox
+    continue_from: gr.Number
+    generate: gr.Button
+    cancel: gr.Button
+    message: gr.Markdown
+    progress: gr.HTML
+    preview: gr.Audio
+
+
+def build() -> GenerateUI:
+    duration = gr.Slider(95, 285, value=95, step=1, label="Length (s): 95 = base model, 96–285 = full model",
+                         elem_id="duration")
+    with gr.Accordion("Advanced", open=False):
+        with gr.Row():
+            steps = gr.Slider(1, 200, value=32, step=1, label="Steps")
+            cfg = gr.Slider(0, 20, value=4.0, step=0.1, label="Guidance strength")
+        with gr.Row():
+            seed = gr.Number(label="Seed", value=0, precision=0, minimum=0, maximum=2**32 - 1)
+            random_seed = gr.Checkbox(label="Random seed each time (recorded per take)", value=True)
+            variations = gr.Slider(1, 16, value=1, step=1, label="Variations (seeds seed, seed+1, …)")
+        formats = gr.CheckboxGroup(["wav", "flac", "mp3", "ogg"], value=["wav", "flac", "mp3"],
+                                   label="Files to write (WAV always)")
+    with gr.Accordion("Edit or continue a take", open=False):
+        edit_mode = gr.Radio(EDIT_MODES, value="none", label="Mode", elem_id="edit-mode")
+        edit_take = gr.Dropdown(label="Source take", choices=[], elem_id="edit-take")
+        with gr.Row():
+            edit_ranges = gr.Textbox(label="Ranges to regenerate", placeholder="10-20, 1:05-1:20, 80-end",
+                                     elem_id="edit-ranges")
+            continue_from = gr.Number(label="Continue from (s)", value=30, minimum=0, maximum=285)
+    with gr.Row():
+        generate = gr.Button("Generate", variant="primary", elem_id="generate", scale=3)
+        cancel = gr.Button("Cancel", variant="stop", elem_id="cancel", scale=1)
+    message = gr.Markdown(elem_id="gen-message")
+    progress = gr.HTML(elem_id="progress")
+    preview = gr.Audio(label="Now rendering (plays as soon as the first windows are decoded)",
+                       type="filepath", interactive=False, elem_id="preview", buttons=[])
+    return GenerateUI(duration, steps, cfg, seed, random_seed, variations, formats, edit_mode,
+                      edit_take, edit_ranges, continue_from, generate, cancel, message, progress, preview)
