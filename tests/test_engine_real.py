@@ -245,8 +245,9 @@ def test_two_workers_share_the_load_with_identical_bytes(engine: Engine, engine2
         assert Path(alone.files[fmt]).read_bytes() == Path(under_load.files[fmt]).read_bytes()
 
 
-def kill_worker_of(engine: Engine, job, attempt: int) -> None:
-    """SIGKILL the worker running `job`'s given attempt once that attempt has made a step."""
+def kill_worker_of(engine: Engine, job, attempt: int, sig: int = signal.SIGKILL) -> None:
+    """Signal the worker running `job`'s given attempt once that attempt has made a step
+    (SIGKILL: it dies; SIGSTOP: it hangs, and only the missing heartbeats give it away)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         events = job.events
@@ -254,13 +255,13 @@ def kill_worker_of(engine: Engine, job, attempt: int) -> None:
         if starts and any(isinstance(e, Step) for e in events[starts[0]:]):
             name = events[starts[0]].worker
             pid = next(w["pid"] for w in engine.pool.worker_info() if w["name"] == name)
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, sig)
             return
         time.sleep(0.01)
     raise AssertionError(f"attempt {attempt} never stepped: {job.events}")
 
 
-def test_killed_worker_retry_then_success_then_clear_failure(engine2: Engine, files) -> None:
+def test_dead_or_hung_worker_retry_then_success_then_clear_failure(engine2: Engine, files) -> None:
     slow = dict(lyrics="", style=Style(embedding=str(files["style"])), steps=30)
     job = engine2.submit(SongRequest(seed=5, **slow))
     kill_worker_of(engine2, job, attempt=1)
@@ -270,10 +271,10 @@ def test_killed_worker_retry_then_success_then_clear_failure(engine2: Engine, fi
 
     job = engine2.submit(SongRequest(seed=6, **slow))
     kill_worker_of(engine2, job, attempt=1)
-    kill_worker_of(engine2, job, attempt=2)
+    kill_worker_of(engine2, job, attempt=2, sig=signal.SIGSTOP)  # a hung card this time
     final = job.wait(120)
     assert isinstance(final, Failed) and final.error.startswith("WorkerDeadError: worker w")
-    assert "retried once" in final.error
+    assert "no heartbeat" in final.error and "retried once" in final.error
     # The pool brings the killed workers back; the engine still serves.
     other = engine2.submit(song(files, seed=8))
     assert isinstance(other.wait(120), Done)
