@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from device_worker.shapes import DECODE_OVERLAP, DECODE_WINDOW, plan_windows
+from device_worker.shapes import DECODE_OVERLAP, DECODE_WINDOW, Window, plan_windows
 from device_worker.vae_checkpoint import (
     CheckpointError,
     OobleckConfig,
@@ -194,13 +194,18 @@ class OobleckVAE(nn.Module):
 
         With window=128, overlap=32 this is upstream's chunked decode sample for sample (hard splice in
         the middle of each overlap, later windows win); larger windows keep the same splice rule. Every
-        kept sample is >= overlap/2 frames from a window edge inside the song, beyond the decoder's
-        ~9-frame receptive field, so any window >= 2 * overlap agrees with `decode` up to rounding.
-        Only one window's activations exist at a time.
+        kept sample is >= overlap/2 frames from any window edge inside the song; with overlap >= 20 that
+        is beyond the decoder's ~9-frame receptive field, so the song equals `decode` up to rounding.
+        Arguments are checked now; decoding starts at the first `next()`, and only one window's
+        activations exist at a time.
         """
         self._check_latent(latent_bcn)
+        plan = plan_windows(latent_bcn.shape[2], window, overlap)  # raises now on a bad window/overlap
+        return self._decode_plan(latent_bcn, plan)
+
+    def _decode_plan(self, latent_bcn: torch.Tensor, plan: list[Window]) -> Iterator[torch.Tensor]:
         hop = self.hop
-        for w in plan_windows(latent_bcn.shape[2], window, overlap):
+        for w in plan:
             audio = self._decode(latent_bcn[:, :, w.start : w.start + w.length])  # [B, 2, length * hop]
             a, b = (w.keep_start - w.start) * hop, (w.keep_end - w.start) * hop
             block = audio[:, :, a:b].clone()  # own storage, so the rest of the window can be freed now

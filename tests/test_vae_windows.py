@@ -126,9 +126,13 @@ def test_half_precision_returns_float32_close_to_reference(tiny_vae: Path, vae: 
     assert (got - want).abs().max().item() <= 0.1 * want.abs().max().item()  # measured ~6% of peak
 
 
-def test_decode_rejects_channels_last(vae: OobleckVAE) -> None:
+def test_decode_rejects_channels_last_and_bad_windows(vae: OobleckVAE) -> None:
     with pytest.raises(ValueError, match="channels-last"):
         vae.decode(torch.zeros(1, 10, 64))
+    with pytest.raises(ValueError, match="channels-last"):
+        vae.decode_windows(torch.zeros(1, 10, 64))  # before the first next()
+    with pytest.raises(ValueError, match="overlap"):
+        vae.decode_windows(torch.zeros(1, 64, 10), window=32, overlap=32)
 
 
 @pytest.mark.parametrize("n", [5000, 3 * HOP, 1])
@@ -279,3 +283,34 @@ def test_unreadable_files(tmp_path: Path) -> None:
     junk.write_bytes(b"not a model")
     with pytest.raises(CheckpointError, match="cannot read"):
         load_vae(junk)
+
+
+@pytest.mark.parametrize("layout", ["g/v", "diffusers"])
+def test_release_sized_layouts_map_on_meta(layout: str) -> None:
+    """The believed release architecture (channels 128), in weight-norm form, maps onto the model that
+    infer_config derives from it; counts are the spec's (decoder 78,122,626 params / 182 keys with g/v)."""
+    from device_worker.vae_checkpoint import OobleckConfig, canonical_state_dict, check_against, infer_config
+
+    with torch.device("meta"):
+        model = OobleckVAE(OobleckConfig())
+    plain = model.state_dict()
+    sd = _to_weight_norm_meta(plain)
+    dec = {k: v for k, v in sd.items() if k.startswith("decoder.")}
+    assert len(dec) == 182 and sum(v.numel() for v in dec.values()) == 78_122_626
+    if layout == "diffusers":
+        sd = _to_diffusers(sd)
+    canon = canonical_state_dict(sd)
+    assert infer_config(canon) == OobleckConfig()
+    check_against(plain, canon)
+
+
+def _to_weight_norm_meta(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    out = {}
+    for key, w in sd.items():
+        if key.endswith(".weight"):
+            stem = key[: -len(".weight")]
+            out[f"{stem}.weight_g"] = torch.empty(w.shape[0], 1, 1, device="meta")
+            out[f"{stem}.weight_v"] = torch.empty_like(w)
+        else:
+            out[key] = w
+    return out
