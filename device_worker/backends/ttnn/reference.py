@@ -132,6 +132,16 @@ class DeviceShapedDiT:
         c = self.dit.time_embed(self.dit._scalar(time, b, torch.device("cpu"))) + song.start
         return c + song.duration if song.duration is not None else c
 
+    def song_rows(self, b: int, n: int, start_time: torch.Tensor | float | None,
+                  duration: torch.Tensor | float | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Start-time and duration embeddings [b, c] (duration None for models without it)."""
+        dit, cpu = self.dit, torch.device("cpu")
+        start = dit.start_time_embed(dit._scalar(0.0 if start_time is None else start_time, b, cpu))
+        if not self.cfg.duration_embed:
+            return start, None
+        duration = fp16_value(n / self.cfg.max_frames) if duration is None else duration
+        return start, dit.duration_time_embed(dit._scalar(duration, b, cpu))
+
     def call_rows(self, style: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Per-call rows [b, d]: input row (style @ Ws + c @ Wc + b), 1 + scale, shift."""
         w = self.w
@@ -150,11 +160,7 @@ class DeviceShapedDiT:
         if geo.seq < n:
             raise ValueError(f"bucket {geo.seq} is shorter than the song ({n} frames)")
         dit, w, s = self.dit, self.w, geo.seq
-        start = dit.start_time_embed(dit._scalar(0.0 if start_time is None else start_time, b, torch.device("cpu")))
-        dur = None
-        if self.cfg.duration_embed:
-            duration = fp16_value(n / self.cfg.max_frames) if duration is None else duration
-            dur = dit.duration_time_embed(dit._scalar(duration, b, torch.device("cpu")))
+        start, dur = self.song_rows(b, n, start_time, duration)
         te = self._a(pad_rows(self.text_features(text), s))  # [b, s, t]
         base = self._a(pad_rows(cond.float(), s)) @ w["in.wcond"] + te @ w["in.wtext"]  # [b, s, d]
         fusion = [F.silu(te @ w[f"fusion.{i}.w"] + w[f"fusion.{i}.b"]) for i in range(self.cfg.depth // 2)]
