@@ -172,22 +172,32 @@ class TextEmbedding(nn.Module):
         return self.text_blocks(h)
 
 
+class ConvPositionEmbedding(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.conv1d = nn.Sequential(
+            nn.Conv1d(dim, dim, kernel_size=31, padding=15, groups=16), nn.Mish(),
+            nn.Conv1d(dim, dim, kernel_size=31, padding=15, groups=16), nn.Mish(),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv1d(x.transpose(1, 2)).transpose(1, 2)  # (b, n, d), convolved over n
+
+
 class InputEmbedding(nn.Module):
     """Linear over concat(x, cond, text, style, c), then a grouped-conv position embedding (Mish)."""
 
     def __init__(self, cfg: DiTConfig):
         super().__init__()
         self.proj = nn.Linear(2 * cfg.mel_dim + cfg.text_dim + 2 * COND_DIM, cfg.dim)
-        conv = lambda: nn.Conv1d(cfg.dim, cfg.dim, kernel_size=31, padding=15, groups=16)  # noqa: E731
-        self.conv_pos_embed = nn.Module()
-        self.conv_pos_embed.conv1d = nn.Sequential(conv(), nn.Mish(), conv(), nn.Mish())
+        self.conv_pos_embed = ConvPositionEmbedding(cfg.dim)
 
     def forward(self, x: torch.Tensor, static: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         # x: (b, n, m); static: (b, n, m + t + c) = cond | text | style; c: (b, c)
         dt = self.proj.weight.dtype
         c = c.to(dt).unsqueeze(1).expand(-1, x.shape[1], -1)  # (b, n, c)
         h = self.proj(torch.cat((x.to(dt), static, c), dim=-1))  # (b, n, d)
-        return self.conv_pos_embed.conv1d(h.transpose(1, 2)).transpose(1, 2) + h
+        return self.conv_pos_embed(h) + h
 
 
 # ---------------------------------------------------------------------------------------------------------

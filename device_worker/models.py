@@ -156,6 +156,8 @@ def load_dit(
     checkpoint: a `cfm_model.pt` / `.safetensors` file or a folder holding one (and maybe `config.json`).
     config: a preset name (`PRESETS`), upstream's JSON (dict or path), a DiTConfig, or None (folder's
         config.json, else inferred from the tensor shapes; max_frames 6144 iff a duration embedding exists).
+        Nothing in a v1.0 checkpoint tells it apart from v1.2: pass `diffrhythm-1.0-base/full` (causal
+        attention) or `"version": "1.0"` in the JSON for those.
     exact_buffers: exact fp32 RoPE / lyric position tables instead of upstream's fp16-rounded ones.
     precision: for float16/bfloat16 only. "mixed" keeps the residual stream, RoPE rotation and sampler
         arithmetic in float32 (recommended on GPUs); "upstream" runs everything in `dtype` like
