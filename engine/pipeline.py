@@ -205,8 +205,8 @@ class Pipeline:
         unit.blocks.append((start, audio))
         job = unit.job
         job.publish(Decoding(job.id, take=unit.take, j=j, total=total, window_s=seconds, eta_s=self._eta(unit, eta)))
-        job.publish(AudioChunk(job.id, take=unit.take, j=j, total=total, start=start,
-                               audio=np.ascontiguousarray(audio.T)))
+        # A transposed view, not a copy: a long song's audio is held once until it is written.
+        job.publish(AudioChunk(job.id, take=unit.take, j=j, total=total, start=start, audio=audio.T))
 
     def done(self, unit: Unit, timings: dict[str, float]) -> None:
         unit.device_timings = dict(timings)

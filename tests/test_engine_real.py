@@ -50,10 +50,10 @@ def files(tmp_path_factory: pytest.TempPathFactory, reference_dir: Path) -> dict
     return {"style": d / "style.npy", "ref": d / "ref.wav", "dir": d}
 
 
-def config(tmp: Path, reference_dir: Path, **kw) -> EngineConfig:
+def config(tmp: Path, reference_dir: Path, style: str | None = None, **kw) -> EngineConfig:
     r = reference_dir
     models = Models(vae=str(r / "vae-tiny" / "vae_model.pt"), base=str(r / "dit-tiny-base"),
-                    full=str(r / "dit-tiny-full"), negative_style=str(r / "vocal.npy"), test=True)
+                    full=str(r / "dit-tiny-full"), negative_style=str(r / "vocal.npy"), style=style, test=True)
     kw.setdefault("workers", [WorkerSpec(threads=1)])
     return EngineConfig(data_dir=tmp / "data", models=models, crop_frames=CROP, lock_dir=str(tmp / "locks"),
                         heartbeat_s=0.25, dead_after_s=3.0, **kw)
@@ -61,8 +61,10 @@ def config(tmp: Path, reference_dir: Path, **kw) -> EngineConfig:
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory, reference_dir: Path):
+    from studio.testmodel import ensure_test_models  # a tiny random MuQ-MuLan (cached per user)
+
     tmp = tmp_path_factory.mktemp("engine")
-    with Engine(config(tmp, reference_dir, queue_limit=3)) as e:
+    with Engine(config(tmp, reference_dir, style=ensure_test_models().style, queue_limit=3)) as e:
         yield e
 
 
@@ -294,3 +296,20 @@ def test_async_and_two_subscribers(engine: Engine, files) -> None:
     kinds = asyncio.run(follow())
     t.join(60)
     assert kinds[-1] == "done" and kinds == seen[0]
+
+
+def test_style_from_text_and_reference_audio_through_the_worker(engine: Engine, files) -> None:
+    first = engine.submit(song(files, lyrics="", style="warm jazz, piano", seed=41))
+    again = engine.submit(song(files, lyrics="", style="warm jazz, piano", seed=41))
+    audio = engine.submit(song(files, lyrics="", style=Style(audio=str(files["ref"])), seed=41))
+    records = []
+    for job, kind in ((first, "text"), (again, "text"), (audio, "audio")):
+        events = list(job)
+        assert isinstance(events[-1], Done), events[-1]
+        assert [e.detail for e in events if isinstance(e, Preparing) and e.what == "style"] == [kind]
+        records.append(read_take(events[-1].takes[0].files))
+    assert not any("cache" in n for n in records[0][1]["notes"])
+    assert any("from the cache" in n for n in records[1][1]["notes"])
+    assert np.array_equal(records[0][0], records[1][0])  # same embedding, same seed: same song
+    assert any("only 3.0 s" in n for n in records[2][1]["notes"])  # the short reference is noted
+    assert not np.array_equal(records[0][0], records[2][0])
