@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _worker_util import Song, reference
+from _worker_util import Song, _models, reference
 
 from device_worker import protocol as P
-from engine.remote import RemoteDiT, RemoteVae, Worker, collect
+from engine.remote import RemoteDiT, RemoteVae, Worker, WorkerError, collect
 
 SONG = Song(frames=64, steps=6)  # 5 guided steps, 3 VAE windows
 LONG = Song(frames=64, steps=16, seed=3)
@@ -170,3 +170,28 @@ def test_policies_change_the_order_never_the_bytes(by_policy, paths, policy):
     else:
         assert short_done_at < long_done_at.received, f"{policy}: the short job submitted early finishes first"
         assert short.timings["queue"] < 0.5, f"{short.timings=}: {policy} starts a new job within a round"
+
+
+def test_encode_returns_the_drawn_latent_and_its_seed(worker, paths):
+    import torch
+
+    from device_worker.vae import draw_latent
+
+    _, audio = reference(SONG, *paths)
+    latent, seed = worker.encode(audio[:, : 20 * 2048], seed=123)
+    _, vae = _models(*paths)
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        want = draw_latent(vae.encode(torch.from_numpy(audio[:, : 20 * 2048].copy())[None]), 123)[0].T.numpy()
+    finally:
+        torch.set_num_threads(prev)
+    assert seed == 123 and latent.shape == (20, 64) and np.array_equal(latent, want)
+    _, drawn = worker.encode(audio[:, :2048])
+    assert isinstance(drawn, int), "without a seed the worker draws one and says which"
+
+
+def test_style_without_a_style_model_is_a_clear_error(worker):
+    with pytest.raises(WorkerError, match="^NotSupported: style model not loaded"):
+        worker.style_text(["dreamy synth pop"])
+    assert worker.stats().jobs == 0, "the worker keeps serving"
