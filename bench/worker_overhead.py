@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -125,6 +126,7 @@ def main() -> None:
         stats = w.stats()
     finally:
         w.close()
+        shutil.rmtree(tmp, ignore_errors=True)
     ratios = [tw / ti for ti, tw in rows]
     print(json.dumps({
         "event": "summary", "median_in_process_s": round(statistics.median(r[0] for r in rows), 3),
