@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -101,7 +101,7 @@ def main() -> None:
         for endpoint in (f"ipc://{tmp}/echo.sock", f"tcp://127.0.0.1:{_port()}"):
             for signed in sorted({False, args.secret}):
                 print(json.dumps(run_case(endpoint, name, arr, args.n, signed)), flush=True)
-    os.rmdir(tmp) if not os.listdir(tmp) else None
+    shutil.rmtree(tmp, ignore_errors=True)  # libzmq leaves the ipc socket file behind
 
 
 if __name__ == "__main__":
