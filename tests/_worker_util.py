@@ -8,6 +8,7 @@ in-process reference runs with 1 thread too.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,8 @@ import zmq
 from device_worker import protocol as P
 from device_worker import wire
 
-REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "diffrhythm"
+# Same place as conftest.py's `reference_dir` (tests that use it skip through that fixture when absent).
+REFERENCE = Path(os.environ.get("STUDIO_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared")) / "reference" / "diffrhythm"
 
 
 @dataclass(frozen=True)
