@@ -26,6 +26,9 @@ from studio.store import StoreError, TakeInfo
 
 def _take(t: TakeInfo) -> dict[str, Any]:
     d = t.as_dict()
+    # A take id is visible to share-link viewers; the session id is the key that changes things, so it
+    # never travels with a take.
+    d.pop("session_id", None)
     d["urls"] = {fmt: f"/gradio_api/file={path}" for fmt, path in t.files.items()}
     return d
 
@@ -87,6 +90,34 @@ def register(svc: Services) -> None:
         """Cancel the job rendering this take (all its variations)."""
         return {"take_id": take_id, "cancelling": bool(svc.runner and svc.runner.cancel(take_id))}
 
+    def retry(session_id: str, take_id: str) -> dict:
+        """Render an interrupted (or failed/cancelled) take again with its request and recorded seed."""
+        t = store.get_take(take_id)
+        if t is None or t.session_id != session_id:
+            raise gr.Error("That take does not belong to this session.")
+        if svc.runner is None:
+            raise gr.Error(svc.model_status.banner_markdown())
+        from dataclasses import replace
+
+        from engine.request import SongRequest
+
+        request = replace(SongRequest.from_dict(t.request), seed=t.seed, variations=1)
+        new = svc.runner.submit(session_id, request, parent_id=t.parent_id)
+        return {"take_id": new[0].id, "seed": new[0].seed, "retry_of": t.id}
+
+    def set_take(session_id: str, take_id: str, name: str = "", starred: str = "", deleted: str = "") -> dict:
+        """Rename ("name"), star ("true"/"false") or delete/undelete ("true"/"false") one of your takes."""
+        t = store.get_take(take_id)
+        if t is None or t.session_id != session_id:
+            raise gr.Error("That take does not belong to this session.")
+        if name:
+            store.rename_take(take_id, name)
+        if starred:
+            store.star_take(take_id, starred.lower() == "true")
+        if deleted:
+            (store.delete_take if deleted.lower() == "true" else store.undelete_take)(take_id)
+        return _take(store.get_take(take_id))
+
     def takes(session_id: str) -> list:
         """The session's takes, oldest first (deleted ones left out)."""
         if store.get_session(session_id) is None:
@@ -105,7 +136,7 @@ def register(svc: Services) -> None:
             link = store.share(session_id)
         except StoreError as exc:
             raise gr.Error(str(exc)) from None
-        return {"token": link.token, "path": link.url_path}
+        return {"token": link.token, "link": link.url_path}  # not "path": clients treat {"path"} as a file
 
     def revoke(session_id: str, token: str) -> dict:
         """Revoke a link of a session you hold (the session id proves it)."""
@@ -147,7 +178,7 @@ def register(svc: Services) -> None:
         except Exception as exc:
             raise gr.Error(str(exc)) from None
 
-    for fn in (submit, take, follow, cancel, takes, sessions, share, revoke, shared, copy_shared, lyrics_report,
+    for fn in (submit, take, follow, cancel, retry, set_take, takes, sessions, share, revoke, shared, copy_shared, lyrics_report,
                time_lyrics):
         gr.api(fn, api_name=fn.__name__, concurrency_limit=svc.config.follow_concurrency if fn is follow else 8,
                concurrency_id="follow" if fn is follow else None)
@@ -158,13 +189,13 @@ def register(svc: Services) -> None:
     upload_btn = gr.Button(visible=False)
 
     def upload_reference(path: str | None) -> dict:
-        """Keep an audio file in the data directory (size and length limits); returns its path for forms."""
+        """Keep an audio file in the data directory (size and length limits); returns {"file": its path for forms}."""
         if not path:
             raise gr.Error("No file received.")
         try:
             kept, info = svc.keep_upload(path)
         except UploadRefused as exc:
             raise gr.Error(str(exc)) from None
-        return {"path": str(kept), **info, "style_window": svc.style_window_note(kept, info["seconds"])}
+        return {"file": str(kept), **info, "style_window": svc.style_window_note(kept, info["seconds"])}
 
     upload_btn.click(upload_reference, upload_in, upload_out, api_name="upload_reference")

@@ -100,8 +100,8 @@ class Services:
                                 f"(WAV, FLAC, OGG, MP3): {exc}") from None
         seconds = info.frames / info.samplerate if info.samplerate else 0.0
         if seconds > self.config.max_upload_s:
-            raise UploadRefused(f"{src.name} is {seconds / 60:.1f} min long; the limit is "
-                                f"{self.config.max_upload_s / 60:.0f} min (a reference needs 10 s, an edit "
+            raise UploadRefused(f"{src.name} is {_length(seconds)} long; the limit is "
+                                f"{_length(self.config.max_upload_s)} (a reference needs 10 s, an edit "
                                 "at most the song's length).")
         if seconds <= 0:
             raise UploadRefused(f"{src.name} holds no audio.")
@@ -136,6 +136,10 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def _length(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
 
 
 def _mmss(t: float) -> str:

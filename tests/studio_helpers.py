@@ -1,0 +1,120 @@
+"""Shared pieces of the studio tests: the test model, an in-process studio, a `studio serve` process.
+
+What this pins: the studio is driven the way users and scripts drive it (HTTP, gradio_client, a real
+`studio serve` process with real worker processes on the test model), never through private calls.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+LRC = "[00:00.50]hello neon night\n[00:02.00]\n"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def gradio_env(tmp: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(GRADIO_ANALYTICS_ENABLED="False", GRADIO_TEMP_DIR=str(tmp / "gradio"),
+               STUDIO_LOG_LEVEL="WARNING")
+    return env
+
+
+@contextmanager
+def in_process_studio(data_dir: Path, models: Any | None, *, crop_frames: int = 64, **config: Any):
+    """The app launched in this process (engine with one real CPU worker, or none: no weights)."""
+    from studio.app import build_app, launch
+    from studio.config import StudioConfig
+    from studio.services import ModelStatus, Services
+    from studio.store import Store
+
+    engine = None
+    if models is not None:
+        from engine.config import EngineConfig, WorkerSpec
+        from engine.engine import Engine
+
+        engine = Engine(EngineConfig(data_dir, models, workers=[WorkerSpec(threads=1)], crop_frames=crop_frames,
+                                     lock_dir=str(data_dir / "locks")))
+    status = (ModelStatus(ready=True, label="TEST MODEL: tiny random weights, noise not music") if engine else
+              ModelStatus(ready=False, missing=["model file cfm_model.pt of 'diffrhythm-1.2' is missing; "
+                                                "run `studio models fetch`"]))
+    svc = Services(Store(data_dir), StudioConfig(data_dir, **config), engine=engine, model_status=status)
+    demo = build_app(svc)
+    _, url, _ = launch(demo, svc, port=free_port(), block=False)
+    try:
+        yield url, svc
+    finally:
+        demo.close()
+        svc.close()
+
+
+class ServeProcess:
+    """`studio serve` as its own process group (the worker child dies with it on kill)."""
+
+    def __init__(self, data_dir: Path, tmp: Path, *extra: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.log = open(tmp / f"serve-{self.port}.log", "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "studio.cli", "serve", "--model", "test", "--port", str(self.port),
+             "--data-dir", str(data_dir), "--threads", "1", *extra],
+            cwd=ROOT, env=gradio_env(tmp), stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self, client_factory: Any, timeout_s: float = 240) -> Any:
+        """Wait until the page answers and the engine is attached (the banner says TEST MODEL)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"studio serve exited: {self.read_log()}"
+            try:
+                if httpx.get(self.url, timeout=2).status_code == 200:
+                    client = client_factory(self.url)
+                    try:
+                        client.predict({"lyrics": "", "style_text": ""}, "", "", api_name="/submit")
+                    except Exception as exc:  # not ready: "Loading"; ready: the empty style is refused
+                        if "Loading" not in str(exc) and "missing" not in str(exc):
+                            return client
+            except httpx.HTTPError:
+                pass
+            time.sleep(1.0)
+        raise TimeoutError(f"studio serve not ready after {timeout_s} s: {self.read_log()}")
+
+    def read_log(self) -> str:
+        self.log.flush()
+        return Path(self.log.name).read_text()[-3000:]
+
+    def kill(self) -> None:
+        """Like a crash or power cut: SIGKILL the whole group, no cleanup."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.log.close()
+
+
+def form(**overrides: Any) -> dict[str, Any]:
+    base = {"lyrics": LRC, "style_source": "text", "style_text": "dreamy synthwave", "duration": 95,
+            "steps": 4, "cfg": 4.0, "random_seed": True, "variations": 1, "formats": ["wav", "flac", "mp3"]}
+    base.update(overrides)
+    return base

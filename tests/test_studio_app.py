@@ -1,0 +1,206 @@
+"""The running studio through gradio_client, with the test model and a real CPU worker process.
+
+Covers: generate with progress events, cancel, variations, edit and continuation, history search,
+share link read-only round trip and revoke, uploads over the limits, paths outside the data directory,
+and a studio without weights that still opens and says what to fetch.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+from gradio_client import Client, handle_file
+from studio_helpers import form, in_process_studio
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+
+@pytest.fixture(scope="module")
+def test_models(tmp_path_factory: pytest.TempPathFactory):
+    from studio.testmodel import ensure_test_models
+
+    return ensure_test_models(tmp_path_factory.mktemp("test-model"))
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory: pytest.TempPathFactory, test_models):
+    tmp = tmp_path_factory.mktemp("studio")
+    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+    os.environ["GRADIO_TEMP_DIR"] = str(tmp / "gradio")
+    with in_process_studio(tmp / "data", test_models, max_upload_mb=2, max_upload_s=60) as (url, svc):
+        yield url, svc, Client(url, verbose=False)
+
+
+def run_take(client: Client, take_id: str) -> tuple[list[dict], dict]:
+    outs = list(client.submit(take_id, api_name="/follow"))
+    return outs[:-1], outs[-1]
+
+
+def test_generate_streams_progress_and_records_everything(studio) -> None:
+    url, svc, c = studio
+    r = c.predict(form(title="First light"), "", "owner-a", api_name="/submit")
+    assert len(r["takes"]) == 1 and isinstance(r["seeds"][0], int)
+    snaps, take = run_take(c, r["takes"][0])
+    phases = [s["phase"] for s in snaps]
+    steps = [p for p in phases if p.startswith("step ")]
+    assert steps and steps[-1] == "step 3/3", phases  # 4 Euler points = 3 updates
+    progress = [s["progress"] for s in snaps]
+    assert progress == sorted(progress) and progress[-1] < 1.0
+    assert any(s.get("eta_s") is not None for s in snaps)
+    assert take["status"] == "done" and take["seed"] == r["seeds"][0] and take["progress"] == 1.0
+    assert {"wav", "flac", "mp3", "json"} <= set(take["files"])
+    audio, rate = sf.read(take["files"]["wav"])
+    assert rate == 44100 and audio.shape[1] == 2 and np.abs(audio).max() > 0
+    assert {"diffusion", "decode", "write"} <= set(take["timings"])
+    assert take["record"]["seed"] == take["seed"] and "TEST" in str(take["record"]).upper()
+    # Files come back over HTTP from the data directory only.
+    got = httpx.get(url.rstrip("/") + take["urls"]["wav"], timeout=10)
+    assert got.status_code == 200 and got.content[:4] == b"RIFF"
+    # The store has the same take (the batch renderer reads it through the same API).
+    assert svc.store.get_take(take["id"]).status == "done"
+
+
+def test_variations_get_their_own_seeds(studio) -> None:
+    _, _, c = studio
+    r = c.predict(form(variations=3, random_seed=False, seed=1000), "", "", api_name="/submit")
+    assert r["seeds"] == [1000, 1001, 1002]
+    finals = [run_take(c, t)[1] for t in r["takes"]]
+    assert [t["status"] for t in finals] == ["done"] * 3
+    assert [t["variation"] for t in finals] == [0, 1, 2]
+    wavs = [sf.read(t["files"]["wav"])[0] for t in finals]
+    assert not np.array_equal(wavs[0], wavs[1])  # different seeds, different noise
+
+
+def test_cancel_stops_a_running_take(studio) -> None:
+    _, _, c = studio
+    r = c.predict(form(steps=200), "", "", api_name="/submit")
+    job = c.submit(r["takes"][0], api_name="/follow")
+    for snap in job:
+        if str(snap.get("phase", "")).startswith("step"):
+            assert c.predict(r["takes"][0], api_name="/cancel")["cancelling"]
+            break
+    final = c.predict(r["takes"][0], api_name="/take")
+    deadline = 60
+    while final["status"] in ("queued", "running") and deadline:
+        import time
+
+        time.sleep(1)
+        deadline -= 1
+        final = c.predict(r["takes"][0], api_name="/take")
+    assert final["status"] == "cancelled"
+    assert not final["files"]  # nothing half-written is recorded as a result
+
+
+def test_edit_and_continue_link_to_their_source(studio) -> None:
+    _, _, c = studio
+    r = c.predict(form(random_seed=False, seed=5), "", "", api_name="/submit")
+    _, source = run_take(c, r["takes"][0])
+    sid = r["session_id"]
+    e = c.predict(form(edit_mode="edit", edit_take=source["id"], edit_ranges="0.5-1.5"), sid, "",
+                  api_name="/submit")
+    _, edited = run_take(c, e["takes"][0])
+    assert edited["status"] == "done" and edited["parent_id"] == source["id"]
+    assert edited["request"]["edit"]["segments"] == [[0.5, 1.5]]
+    k = c.predict(form(edit_mode="continue", edit_take=source["id"], continue_from=1.0), sid, "",
+                  api_name="/submit")
+    _, cont = run_take(c, k["takes"][0])
+    assert cont["status"] == "done" and cont["parent_id"] == source["id"]
+    assert cont["request"]["edit"]["mode"] == "continue"
+    with pytest.raises(Exception, match="range"):
+        c.predict(form(edit_mode="edit", edit_take=source["id"], edit_ranges="soon"), sid, "", api_name="/submit")
+
+
+def test_history_lists_and_searches_sessions(studio) -> None:
+    _, _, c = studio
+    r = c.predict(form(title="Harbour at dawn", style_text="mandopop ballad, piano"), "", "owner-h",
+                  api_name="/submit")
+    run_take(c, r["takes"][0])
+    mine = c.predict("", "owner-h", api_name="/sessions")
+    assert r["session_id"] in [s["id"] for s in mine]
+    assert [s["id"] for s in c.predict("MANDOPOP", "owner-h", api_name="/sessions")] == [r["session_id"]]
+    assert [s["id"] for s in c.predict("harbour", "owner-h", api_name="/sessions")] == [r["session_id"]]
+    assert c.predict("no such words anywhere", "", api_name="/sessions") == []
+    takes = c.predict(r["session_id"], api_name="/takes")
+    t = c.predict(r["session_id"], takes[0]["id"], "Keeper", "true", "", api_name="/set_take")
+    assert t["name"] == "Keeper" and t["starred"]
+    c.predict(r["session_id"], takes[0]["id"], "", "", "true", api_name="/set_take")
+    assert c.predict(r["session_id"], api_name="/takes") == []
+    c.predict(r["session_id"], takes[0]["id"], "", "", "false", api_name="/set_take")  # undo
+    assert len(c.predict(r["session_id"], api_name="/takes")) == 1
+
+
+def test_share_link_read_only_round_trip_and_revoke(studio) -> None:
+    url, _, c = studio
+    r = c.predict(form(title="Shared song"), "", "owner-s", api_name="/submit")
+    run_take(c, r["takes"][0])
+    link = c.predict(r["session_id"], api_name="/share")
+    assert len(link["token"]) >= 22 and link["link"] == f"/?s={link['token']}"
+    assert httpx.get(url.rstrip("/") + link["link"], timeout=10).status_code == 200
+    shared = c.predict(link["token"], api_name="/shared")
+    assert shared["read_only"] and shared["title"] == "Shared song" and len(shared["takes"]) == 1
+    assert r["session_id"] not in str(shared)  # the viewer never learns the session's key
+    # Read-only: the token cannot change the session.
+    with pytest.raises(Exception, match="belong"):
+        c.predict(link["token"], shared["takes"][0]["id"], "hacked", "", "", api_name="/set_take")
+    copy = c.predict(link["token"], "owner-t", api_name="/copy_shared")
+    assert copy["session_id"] != r["session_id"] and copy["takes"] == 1
+    assert copy["session_id"] in [s["id"] for s in c.predict("", "owner-t", api_name="/sessions")]
+    with pytest.raises(Exception, match="belong"):
+        c.predict(copy["session_id"], link["token"], api_name="/revoke")  # not this session's link
+    assert c.predict(r["session_id"], link["token"], api_name="/revoke")["revoked"]
+    with pytest.raises(Exception, match="revoked"):
+        c.predict(link["token"], api_name="/shared")
+    assert c.predict(r["session_id"], api_name="/share")["token"] != link["token"]
+
+
+def test_uploads_over_the_limits_are_refused_with_a_reason(studio, tmp_path: Path) -> None:
+    url, svc, c = studio
+    long = tmp_path / "long.flac"  # 61 s of near-silence: tiny as FLAC, over the 60 s test limit
+    sf.write(long, np.zeros((61 * 8000, 1), dtype=np.float32), 8000)
+    with pytest.raises(Exception, match="61 s long; the limit is 60 s"):
+        c.predict(handle_file(str(long)), api_name="/upload_reference")
+    big = tmp_path / "big.wav"  # 3 MB of noise: over the 2 MB test limit
+    sf.write(big, np.random.default_rng(0).uniform(-1, 1, (700_000, 2)).astype(np.float32), 44100,
+             subtype="PCM_16")
+    with pytest.raises(ValueError, match="exceeds the maximum file size"):  # the client checks first
+        c.predict(handle_file(str(big)), api_name="/upload_reference")
+    with open(big, "rb") as f:  # and the server refuses it too, for clients that do not
+        resp = httpx.post(f"{url}gradio_api/upload", files={"files": ("big.wav", f, "audio/wav")}, timeout=30)
+    assert resp.status_code == 413
+    not_audio = tmp_path / "notes.wav"
+    not_audio.write_text("these are not samples")
+    with pytest.raises(Exception, match="not an audio file"):
+        c.predict(handle_file(str(not_audio)), api_name="/upload_reference")
+    ok = tmp_path / "ref.wav"
+    sf.write(ok, np.random.default_rng(1).uniform(-0.5, 0.5, (22050 * 12, 1)).astype(np.float32), 22050)
+    kept = c.predict(handle_file(str(ok)), api_name="/upload_reference")
+    assert Path(kept["file"]).parent == svc.config.uploads_dir and "MuQ-MuLan hears" in kept["style_window"]
+    r = c.predict(form(style_source="audio", style_audio=kept["file"]), "", "", api_name="/submit")
+    assert run_take(c, r["takes"][0])[1]["status"] == "done"
+
+
+def test_paths_outside_the_data_dir_are_refused(studio, tmp_path: Path) -> None:
+    url, _, c = studio
+    outside = tmp_path / "elsewhere.wav"
+    sf.write(outside, np.zeros((44100 * 12, 2), dtype=np.float32), 44100)
+    for path in (str(outside), "/etc/hostname", "../../etc/passwd"):
+        with pytest.raises(Exception, match="outside the studio's data directory"):
+            c.predict(form(style_source="audio", style_audio=path), "", "", api_name="/submit")
+    for path in ("/etc/passwd", str(outside)):
+        assert httpx.get(f"{url}gradio_api/file={path}", timeout=10).status_code in (403, 404)
+
+
+def test_without_weights_the_page_opens_and_names_the_fetch_command(tmp_path: Path) -> None:
+    os.environ["GRADIO_TEMP_DIR"] = str(tmp_path / "gradio")
+    with in_process_studio(tmp_path / "data", None) as (url, _svc):
+        page = httpx.get(url, timeout=10)
+        assert page.status_code == 200
+        c = Client(url, verbose=False)
+        with pytest.raises(Exception, match="studio models fetch"):
+            c.predict(form(), "", "", api_name="/submit")
+        assert c.predict("", "", api_name="/sessions") == []  # the rest of the studio works
