@@ -9,7 +9,7 @@ from device_worker.backends.base import Backend, JobHandle, JobSpec, NotSupporte
 # name -> "module:class"
 BACKENDS = {
     "torch": "device_worker.backends.torch_backend:TorchBackend",
-    "ttnn": "device_worker.backends.ttnn_backend:TtnnBackend",
+    "ttnn": "device_worker.backends.ttnn.backend:TtnnBackend",
 }
 
 

@@ -129,6 +129,10 @@ def _round(data: torch.Tensor, dtype: DataType) -> torch.Tensor:
     return data.to(torch.bfloat16).float()  # bfloat8_b is coarser on a card; bf16 here (documented)
 
 
+class _Buffer:
+    freed = False
+
+
 class Shape(tuple):
     """ttnn.Shape: a tuple of ints."""
 
@@ -141,9 +145,19 @@ class Tensor:
             raise RuntimeError("TILE layout needs a tensor of rank >= 2")
         self.data = _round(data, dtype)
         self.dtype, self.layout, self.device = dtype, layout, device
-        self.deallocated = False
+        self.buf = _Buffer()  # views (reshape) share it: freeing any view frees the buffer, as on a card
         if device is not None:
             device._alloc(self)
+
+    @property
+    def deallocated(self) -> bool:
+        return self.buf.freed
+
+    def view(self, data: torch.Tensor) -> Tensor:
+        """A tensor over the same buffer (ttnn.reshape of a device tensor allocates nothing)."""
+        out = Tensor.__new__(Tensor)
+        out.data, out.dtype, out.layout, out.device, out.buf = data, self.dtype, self.layout, self.device, self.buf
+        return out
 
     # ---- properties ---------------------------------------------------------------------------------
     @property
@@ -207,10 +221,10 @@ class FakeDevice:
     def _alloc(self, t: Tensor) -> None:
         if self.closed:
             raise RuntimeError("device is closed")
-        self.live[id(t)] = t
+        self.live[id(t.buf)] = t
 
     def _free(self, t: Tensor) -> None:
-        self.live.pop(id(t), None)
+        self.live.pop(id(t.buf), None)
 
     def dram_bytes(self) -> int:
         return sum(t.nbytes() for t in self.live.values())
@@ -277,7 +291,7 @@ def device_op(name: str):
 def _assign(dst: Any, src: Any) -> None:
     if isinstance(dst, Tensor):
         dst.data = src.data
-        if src is not dst and src.device is not None:
+        if src.buf is not dst.buf and src.device is not None:
             src.device._free(src)  # replay writes into the captured buffers; it allocates nothing
     elif isinstance(dst, (list, tuple)):
         for a, b in zip(dst, src, strict=True):

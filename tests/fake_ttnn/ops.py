@@ -125,12 +125,12 @@ def to_layout(t: Tensor, layout: Layout, **kw: Any) -> Tensor:
 @device_op("reshape")
 def reshape(t: Tensor, shape: Any, **kw: Any) -> Tensor:
     t._live()
-    return Tensor(t.data.reshape(tuple(shape)), t.dtype, t.layout, t.device)
+    return t.view(t.data.reshape(tuple(shape)))
 
 
 def deallocate(t: Tensor, force: bool = True) -> None:
     t._live()
-    t.deallocated = True
+    t.buf.freed = True
     if t.device is not None:
         t.device._free(t)
 

@@ -207,8 +207,11 @@ class WeightCache:
         return self.root / f"{cache_key(kind, model_id, ttnn_version, dtype)}.safetensors"
 
     def load_or_convert(self, kind: str, model_id: str, ttnn_version: str, dtype: str,
-                        convert: Callable[[], dict[str, torch.Tensor]]) -> tuple[dict[str, torch.Tensor], bool]:
-        """(weights, hit). A hit is read from disk; a miss runs `convert` and writes the file atomically."""
+                        convert: Callable[[], dict[str, torch.Tensor]],
+                        keep_fp32: tuple[str, ...] = ()) -> tuple[dict[str, torch.Tensor], bool]:
+        """(weights, hit). A hit is read from disk; a miss runs `convert` and writes the file atomically.
+        Matrices are stored in `dtype`; vectors (norm weights, biases) and the `keep_fp32` names stay
+        float32 (the card keeps those rows in fp32, DRPrecision.rows_fp32)."""
         from safetensors.torch import load_file, save_file
 
         host_dtype = "bfloat16" if dtype == "bfloat8_b" else dtype
@@ -224,7 +227,9 @@ class WeightCache:
                 stored = fh.metadata() or {}
             if stored == meta:
                 return load_file(str(path)), True
-        weights = {k: v.to(_TORCH_DTYPES[host_dtype]).contiguous() for k, v in convert().items()}
+        low = _TORCH_DTYPES[host_dtype]
+        weights = {k: v.to(torch.float32 if v.ndim < 2 or k in keep_fp32 else low).contiguous()
+                   for k, v in convert().items()}
         self.root.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.root, suffix=".tmp")
         os.close(fd)

@@ -110,9 +110,10 @@ class DeviceShapedDiT:
                  weight_dtype: torch.dtype = torch.float32, act_bf16: bool = False) -> None:
         self.dit, self.cfg = dit, dit.cfg
         w = weights if weights is not None else convert_dit(dit.state_dict(), dit.cfg)
-        host = ("in.wstyle", "in.wc", "in.b")  # host rows stay float32 (DRPrecision.rows_fp32)
-        self.w = {k: (v.float() if k in host or weight_dtype == torch.float32 else bf16(v.float()))
-                  for k, v in w.items()}
+        host = ("in.wstyle", "in.wc", "in.b")  # host rows stay float32 (DRPrecision.rows_fp32), and so do
+        # vectors (norm weights, biases): only matrices are stored in weight_dtype (convert.WeightCache)
+        keep = lambda k, v: k in host or v.ndim < 2 or weight_dtype == torch.float32  # noqa: E731
+        self.w = {k: v.float() if keep(k, v) else bf16(v.float()) for k, v in w.items()}
         self.act_bf16 = act_bf16
 
     def _a(self, x: torch.Tensor) -> torch.Tensor:

@@ -97,6 +97,8 @@ class TtDiT:
         self.conv_host = [weights[f"conv.{i}.w"].float() for i in range(2)]  # [g, 31 cg, cg]
         self.conv_w: dict[tuple[int, int], Any] = {}  # (conv, batch) -> [1, b * g, 31 cg, cg] bf16
         self.conv_b = [rows(dev, weights[f"conv.{i}.b"], False) for i in range(2)]
+        for i in range(2):  # the usual batch now, so the song-time device state never depends on it
+            self._conv_weight(i, 2 if prec.batch_branches else 1)
         self.w_out = up("out.w")
         self.b_out = rows(dev, weights["out.b"], True)
         self.trans_mat = upload(dev, rope_trans_mat(), bf)

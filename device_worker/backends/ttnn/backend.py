@@ -1,0 +1,284 @@
+"""`TtnnBackend`: the worker's Backend interface on one Tenstorrent p100a.
+
+A guided step is one batch-2 DiT call on the card (conditional row, unconditional row) followed by the
+guidance and the Euler update on the host in float32 (`v = v_c + (v_c - v_u) * cfg`, `x += dt * v`), the
+same arithmetic as `device_worker.sampling.step_song`; the noise, time grid, edit mask and fp16-rounded
+start/duration values are built exactly as `start_song` builds them, so one seed is the same song on
+every backend (up to the card's bf16 arithmetic). Jobs are never batched together (a policy must not
+change a song). Before a job's VAE windows, its DiT tensors are freed, so the decoder always runs in the
+device state it was compiled in.
+
+Deployment knobs (environment; the worker passes no backend options): DRS_TTNN_CACHE (cache root:
+kernels, converted weights, scratch cwd), DRS_TTNN_TRACE / DRS_TTNN_HIFI2 / DRS_TTNN_BFP8 /
+DRS_TTNN_BATCH_BRANCHES (`DRPrecision.from_env`), DRS_TTNN_VAE_WINDOWS (comma list of window lengths
+compiled at start-up, default 128), DRS_TTNN_WARM ("all": compile every 96-285 s bucket at start-up).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from device_worker.backends.base import Backend, JobHandle, JobSpec, Progress
+from device_worker.backends.ttnn.runtime import require_ttnn, ttnn_version
+from device_worker.wire import BF16, Tensor
+
+require_ttnn()  # fail at import, in a sentence naming the environment to use (see runtime.INSTALL_HINT)
+
+from device_worker.backends.ttnn.device import Card, DeviceSettings, parse_device  # noqa: E402
+from device_worker.backends.ttnn.plan import WarmShape, song_buckets  # noqa: E402
+from device_worker.backends.ttnn.precision import DRPrecision  # noqa: E402
+from device_worker.shapes import DECODE_WINDOW, plan_windows  # noqa: E402
+
+logger = logging.getLogger(__name__)
+
+
+def _torch(t: Tensor | None) -> Any:
+    import torch
+
+    if t is None:
+        return None
+    if isinstance(t, BF16):
+        return torch.from_numpy(t.bits.view(np.int16).copy()).view(torch.bfloat16).float()
+    return torch.from_numpy(np.array(t, copy=True))
+
+
+class TtnnBackend(Backend):
+    name = "ttnn"
+
+    def __init__(self, device: str = "0", precision: str = "float32", *, prec: DRPrecision | None = None,
+                 root: str | os.PathLike | None = None, vae_windows: Sequence[int] | None = None,
+                 warm: str | None = None) -> None:
+        super().__init__(device, precision)
+        self.prec = prec or DRPrecision.from_env()
+        settings = DeviceSettings(device_id=parse_device(device), trace=self.prec.trace)
+        if root is not None or os.environ.get("DRS_TTNN_CACHE"):
+            settings.root = Path(root or os.environ["DRS_TTNN_CACHE"])
+        self.settings = settings
+        env_windows = os.environ.get("DRS_TTNN_VAE_WINDOWS", str(DECODE_WINDOW))
+        self.vae_windows = tuple(vae_windows or (int(w) for w in env_windows.split(",") if w.strip()))
+        self.warm_mode = warm if warm is not None else os.environ.get("DRS_TTNN_WARM", "none")
+        self.card = Card(settings)
+        self.dit: Any = None  # tt_dit.TtDiT
+        self.vae: Any = None  # tt_vae.TtOobleck
+        self.core: Any = None  # the model core's DiT with only its host modules kept
+        self.warm_times: dict[str, float] = {}  # WarmShape.key -> compile seconds
+        self._live: set[int] = set()
+
+    # ---- loading and warming ------------------------------------------------------------------------
+    def load(self, dit: str, vae: str, progress: Progress) -> dict[str, str]:
+        import torch
+
+        from device_worker.backends.torch_backend import model_id
+        from device_worker.backends.ttnn.convert import WeightCache, convert_dit, convert_vae
+        from device_worker.models import load_dit, load_vae
+
+        dev = self.card.open()
+        from device_worker.backends.ttnn.tt_dit import HOST_KEYS, TtDiT
+        from device_worker.backends.ttnn.tt_vae import TtOobleck
+
+        progress("dit", 0.05)
+        core = load_dit(dit, dtype=torch.float32)  # host modules stay exact fp32 (lyrics, time MLPs, rows)
+        cache = WeightCache(self.settings.root / "weights")
+        weights, hit = cache.load_or_convert("dit", model_id(dit), ttnn_version(), self.prec.weight_dtype,
+                                             lambda: convert_dit(core.state_dict(), core.cfg), keep_fp32=HOST_KEYS)
+        logger.info("[ttnn] dit weights cache=%s", "hit" if hit else "miss")
+        for name in ("transformer_blocks", "text_fusion_linears"):  # now on the card: drop the host copies
+            setattr(core, name, torch.nn.ModuleList())
+        self.core = core
+        progress("dit", 0.3)
+        tensorbin = self.settings.root / "tensorbin" / f"ttnn{ttnn_version()}"
+        self.dit = TtDiT(dev, core, weights, self.prec, cache=tensorbin)
+        del weights
+        progress("vae", 0.6)
+        self.vae = TtOobleck(dev, convert_vae(load_vae(vae).state_dict()), self.prec)
+        for w in self.vae_windows:  # VAE programs first, in a fixed device state (no song allocated yet)
+            self.warm(WarmShape("vae", w))
+        if self.prec.trace:
+            progress("trace", 0.8)
+            keys = [(s, 2 if self.prec.batch_branches else 1) for s in self._buckets()]
+            for key, seconds in self.dit.tracer.capture(keys).items():
+                self.warm_times[f"dit:{key[0]}x{key[1]}"] = seconds
+        elif self.warm_mode == "all":
+            for s in self._buckets():
+                self.warm(WarmShape("dit", s, 2 if self.prec.batch_branches else 1))
+        progress("loaded", 1.0)
+        return {"dit": model_id(dit), "vae": model_id(vae)}
+
+    def _buckets(self) -> list[int]:
+        return song_buckets() if self.core.cfg.max_frames > 2048 else [2048]
+
+    def warm(self, shape: WarmShape) -> float:
+        """Compile one shape (a DiT bucket with its guidance rows, or a VAE window); returns seconds."""
+        started = time.perf_counter()
+        if shape.kind == "vae":
+            self.vae.warm(shape.length)
+        else:
+            self.dit.warm(shape.length, shape.batch)
+        seconds = time.perf_counter() - started
+        self.warm_times[shape.key] = seconds
+        logger.info("[ttnn] warm %s s=%.2f", shape.key, seconds)
+        return seconds
+
+    def warm_shapes(self) -> list[str]:
+        return sorted(self.warm_times)
+
+    # ---- jobs ------------------------------------------------------------------------------------------
+    def prepare(self, spec: JobSpec) -> JobHandle:
+        import torch
+
+        from device_worker.dit import fp16_value
+        from device_worker.sampling import make_noise
+
+        window, overlap = spec.decode_window, spec.decode_overlap
+        if spec.latent is not None:  # decode-only job (RemoteVae)
+            lat = _torch(spec.latent).float()  # [64, T]
+            handle = JobHandle(spec, None, 0, len(plan_windows(lat.shape[-1], window, overlap)))
+            handle.extra["gen"] = self.vae.decode_windows(lat, window, overlap)
+            self._live.add(id(handle))
+            return handle
+        n, m = spec.frames, self.core.cfg.mel_dim
+        if spec.steps < 2:
+            raise ValueError("steps must be >= 2 (steps points, steps - 1 Euler updates)")
+        text = _torch(spec.text).long().reshape(1, n)
+        style, neg = _torch(spec.style).float().reshape(1, -1), _torch(spec.negative_style).float().reshape(1, -1)
+        cond = torch.zeros(1, n, m) if spec.cond is None else _torch(spec.cond).float().reshape(1, -1, m)[:, :n]
+        cond = torch.nn.functional.pad(cond, (0, 0, 0, n - cond.shape[1]))
+        pred = torch.ones(n, dtype=torch.bool)
+        if spec.edit_segments:
+            frames = torch.arange(n)
+            pred = torch.zeros(n, dtype=torch.bool)
+            for a, b in spec.edit_segments:
+                pred |= (frames >= int(a)) & (frames < int(b))
+        step_cond = torch.where(pred[None, :, None], 0, cond)
+        t = torch.linspace(0, 1, spec.steps)
+        if spec.sway is not None:
+            t = t + spec.sway * (torch.cos(math.pi / 2 * t) - 1 + t)
+        start = fp16_value(spec.start_time)
+        dur = None
+        if self.core.cfg.duration_embed:
+            dur = fp16_value(n / self.core.cfg.max_frames if spec.song_duration is None else spec.song_duration)
+        guided = spec.cfg_strength >= 1e-5
+        if guided and self.prec.batch_branches:  # one batch-2 song: conditional row, unconditional row
+            songs = [self.dit.prepare(torch.cat((step_cond, torch.zeros_like(step_cond))),
+                                      torch.cat((text, torch.zeros_like(text))), torch.cat((style, neg)), start, dur)]
+        elif guided:  # two batch-1 calls (the port's way; DRS_TTNN_BATCH_BRANCHES=0)
+            songs = [self.dit.prepare(step_cond, text, style, start, dur),
+                     self.dit.prepare(torch.zeros_like(step_cond), torch.zeros_like(text), neg, start, dur)]
+        else:
+            songs = [self.dit.prepare(step_cond, text, style, start, dur)]
+        state = {"x": make_noise([int(spec.seed)], n, m), "t": t, "songs": songs, "cond": cond, "pred": pred,
+                 "cfg": float(spec.cfg_strength), "k": 0}
+        handle = JobHandle(spec, state, spec.steps - 1, len(plan_windows(n, window, overlap)))
+        self._live.add(id(handle))
+        return handle
+
+    def step(self, jobs: Sequence[JobHandle]) -> None:
+        import torch
+
+        for job in jobs:  # one job per call: batching jobs could change their bytes
+            st = job.state
+            k, x = st["k"], st["x"]
+            t0, t1 = st["t"][k], st["t"][k + 1]
+            songs = st["songs"]
+            if len(songs) == 1 and songs[0].batch == 2:
+                v_c, v_u = self.dit.forward(torch.cat((x, x)), t0, songs[0]).chunk(2)
+            elif len(songs) == 2:
+                v_c, v_u = self.dit.forward(x, t0, songs[0]), self.dit.forward(x, t0, songs[1])
+            else:
+                v_c = v_u = self.dit.forward(x, t0, songs[0])
+            v = v_c + (v_c - v_u) * st["cfg"] if len(songs) == 2 or songs[0].batch == 2 else v_c
+            st["x"] = x + (t1 - t0) * v
+            st["k"] = job.steps_done = k + 1
+
+    def latent(self, job: JobHandle) -> Tensor:
+        import torch
+
+        st = job.state
+        if st["k"] < job.steps_total:
+            raise RuntimeError(f"song not finished: {st['k']} of {job.steps_total} steps done")
+        lat = torch.where(st["pred"][None, :, None], st["x"], st["cond"]).float()  # [1, n, 64]
+        self._release_songs(job)  # the decoder runs in the device state it was compiled in
+        job.state = None
+        job.extra["gen"] = self.vae.decode_windows(lat[0].t().contiguous(), job.spec.decode_window,
+                                                   job.spec.decode_overlap)
+        return np.ascontiguousarray(lat[0].numpy())
+
+    def decode_window(self, job: JobHandle) -> np.ndarray:
+        try:
+            block = next(job.extra["gen"])  # [2, n]
+        except StopIteration:
+            raise RuntimeError(f"VAE decode ended after {job.windows_done} of {job.windows_total} windows") from None
+        job.windows_done += 1
+        return np.ascontiguousarray(block.float().numpy())
+
+    def _release_songs(self, job: JobHandle) -> None:
+        if isinstance(job.state, dict):
+            for song in job.state.get("songs", []):
+                self.dit.release(song)
+            job.state["songs"] = []
+
+    def free(self, job: JobHandle) -> None:
+        self._release_songs(job)
+        gen = job.extra.pop("gen", None)
+        if gen is not None:
+            gen.close()
+        job.extra.clear()
+        job.state = None
+        self._live.discard(id(job))
+
+    # ---- services ----------------------------------------------------------------------------------------
+    def forward(self, tensors: Mapping[str, Tensor], drop_audio_cond: bool, drop_text: bool,
+                drop_prompt: bool) -> Tensor:
+        """Upstream's DiT.forward arguments (the RemoteDiT path) -> velocity [B, N, 64] float32."""
+        import torch
+
+        t = {k: _torch(v) for k, v in tensors.items()}
+        x, cond, text = t["x"].float(), t["cond"].float(), t["text"].long()
+        style = t["style_prompt"].float()
+        if drop_audio_cond:
+            cond = torch.zeros_like(cond)
+        if drop_text:
+            text = torch.zeros_like(text)
+        if drop_prompt:
+            style = torch.zeros_like(style)
+        song = self.dit.prepare(cond, text, style, t.get("start_time"), t.get("duration"))
+        try:
+            time_ = t["time"].float()
+            return np.ascontiguousarray(self.dit.forward(x, time_.reshape(-1)[0] if time_.numel() == 1 else time_,
+                                                         song).numpy())
+        finally:
+            self.dit.release(song)
+
+    def device_bytes(self) -> int:
+        from device_worker.backends.ttnn.tt_common import dram_stats
+
+        return dram_stats(self.card.dev)["allocated"] if self.card.dev is not None else 0
+
+    def live_jobs(self) -> int:
+        return len(self._live)
+
+    def info(self) -> dict[str, str]:
+        out = {"ttnn": ttnn_version(), "precision": self.prec.label(), "pid": str(os.getpid()),
+               "kernel_cache": str(self.settings.kernel_cache), "warm_shapes": ",".join(self.warm_shapes())}
+        if self.card.dev is not None:
+            g = self.card.dev.compute_with_storage_grid_size()
+            out["grid"] = f"{g.x}x{g.y}"
+        if self.core is not None:
+            cfg = self.core.cfg
+            out.update({"dit.mel_dim": str(cfg.mel_dim), "dit.max_frames": str(cfg.max_frames),
+                        "dit.duration_embed": str(int(bool(cfg.duration_embed))), "dit.dtype": "float32",
+                        "dit.state_dtype": "float32"})
+        return out
+
+    def close(self) -> None:
+        if self.dit is not None and self.dit._tracer is not None:
+            self.dit.tracer.release()
+        self.card.close()
