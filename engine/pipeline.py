@@ -91,7 +91,7 @@ class Pipeline:
             ahead = len(self._waiting)
             position = len({id(u.ctx) for u in self._waiting}) + 1 if busy else 0
             ctx.job.publish(Queued(ctx.job.id, position=position, ahead=ahead))
-            ctx._last_position = position  # type: ignore[attr-defined]
+            ctx.last_position = position
             self._waiting.extend(units)
             self._contexts.add(ctx)
         self._admit()
@@ -123,9 +123,8 @@ class Pipeline:
         for ctx, (position, ahead) in positions.items():
             if ctx.live or ctx.results:  # already running: the queue position is old news
                 continue
-            last = getattr(ctx, "_last_position", None)
-            if last != position:
-                ctx._last_position = position  # type: ignore[attr-defined]
+            if ctx.last_position != position:
+                ctx.last_position = position
                 ctx.job.publish(Queued(ctx.job.id, position=position, ahead=ahead))
 
     def _positions_locked(self) -> dict[JobContext, tuple[int, int]]:

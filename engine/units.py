@@ -64,6 +64,7 @@ class JobContext:
         self.waiting = len(seeds)  # takes not yet admitted
         self.error: str | None = None
         self.ended = False
+        self.last_position: int | None = None  # the queue position last published to the job
 
     @property
     def stopping(self) -> bool:
