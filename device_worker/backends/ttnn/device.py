@@ -75,6 +75,7 @@ class Card:
     def __init__(self, settings: DeviceSettings) -> None:
         self.settings = settings
         self.dev: Any = None
+        self._ttnn: Any = None
         self._closed = False
 
     def open(self) -> Any:
@@ -82,7 +83,7 @@ class Card:
 
         s = self.settings
         configure_environment(s)
-        ttnn = require_ttnn()
+        ttnn = self._ttnn = require_ttnn()  # kept: close() at exit must not depend on import state
         s.scratch.mkdir(parents=True, exist_ok=True)
         cwd = os.getcwd()
         os.chdir(s.scratch)  # ttnn writes generated/ here
@@ -115,7 +116,5 @@ class Card:
         if self._closed or self.dev is None:
             return
         self._closed = True
-        from device_worker.backends.ttnn.runtime import require_ttnn
-
-        require_ttnn().close_mesh_device(self.dev)
+        self._ttnn.close_mesh_device(self.dev)
         logger.info("[ttnn] closed card=%d", self.settings.device_id)
