@@ -28,6 +28,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def descendants(pid: int) -> list[int]:
+    """Child processes of `pid`, recursively (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
 def gradio_env(tmp: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(GRADIO_ANALYTICS_ENABLED="False", GRADIO_TEMP_DIR=str(tmp / "gradio"),
@@ -98,9 +115,16 @@ class ServeProcess:
         return Path(self.log.name).read_text()[-3000:]
 
     def kill(self) -> None:
-        """Like a crash or power cut: SIGKILL the whole group, no cleanup."""
+        """Like a power cut: SIGKILL the studio and its worker processes at once, no cleanup.
+
+        (The workers run in their own sessions, so the process group alone would leave them behind.)
+        """
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            for pid in [*descendants(self.proc.pid), self.proc.pid]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             self.proc.wait(10)
 
     def stop(self) -> None:

@@ -1,0 +1,64 @@
+"""`studio serve` as a real process: restart survival of sessions and interrupted takes, memory size.
+
+What this pins: a studio killed mid-song (SIGKILL, like a power cut) comes back with every session,
+the running take marked "interrupted" and retryable; the serve process stays small (no torch in it).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from gradio_client import Client
+from studio_helpers import ServeProcess, form
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def client(url: str) -> Client:
+    return Client(url, verbose=False)
+
+
+def test_restart_keeps_sessions_and_marks_running_takes_interrupted(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    first = ServeProcess(data, tmp_path)  # full-length songs: slow enough to be killed mid-way
+    try:
+        c = first.wait_ready(client)
+        done = c.predict(form(title="Before the crash"), "", "owner-r", api_name="/submit")
+        long = c.predict(form(steps=64, title="Cut short"), "", "owner-r", api_name="/submit")
+        for snap in c.submit(long["takes"][0], api_name="/follow"):
+            if str(snap.get("phase", "")).startswith("step"):
+                break
+        running = c.predict(long["takes"][0], api_name="/take")
+        assert running["status"] == "running"
+    finally:
+        first.kill()
+    second = ServeProcess(data, tmp_path, "--test-crop-frames", "64")
+    try:
+        c = second.wait_ready(client)
+        sessions = {s["title"]: s["id"] for s in c.predict("", "owner-r", api_name="/sessions")}
+        assert {"Before the crash", "Cut short"} <= set(sessions)
+        cut = c.predict(long["takes"][0], api_name="/take")
+        assert cut["status"] == "interrupted" and "step" in cut["phase"]
+        assert cut["seed"] == long["seeds"][0]  # the seed was recorded before the crash
+        before = c.predict(done["takes"][0], api_name="/take")
+        assert before["status"] in ("interrupted", "done")
+        retry = c.predict(long["session_id"], long["takes"][0], api_name="/retry")
+        assert retry["seed"] == long["seeds"][0] and retry["retry_of"] == long["takes"][0]
+        final = list(c.submit(retry["take_id"], api_name="/follow"))[-1]
+        assert final["status"] == "done" and final["seed"] == long["seeds"][0]
+        rss = rss_mb(second.proc.pid)
+        print(f"studio serve RSS with the test model after a take: {rss:.0f} MB")
+        assert rss < 500, f"studio serve uses {rss:.0f} MB"
+    finally:
+        second.stop()
+    assert second.proc.returncode is not None
+    time.sleep(0.1)
