@@ -37,9 +37,14 @@ def test_dit_equals_the_reference_and_the_core(fake_ttnn, card_dit) -> None:  # 
     dit, w = card_dit
     tt = TtDiT(open_dev(fake_ttnn), dit, w, DRPrecision())
     x, cond, text, style = inputs(2, 200, 1)
-    got = tt.forward(x, 0.42, tt.prepare(cond, text, style))
+    taps: list[torch.Tensor] = []
+    got = tt.forward(x, 0.42, tt.prepare(cond, text, style), taps=taps)
     ref = DeviceShapedDiT(dit, w)
-    want = ref.forward(x, 0.42, ref.prepare(cond, text, style))
+    ref_taps: list[torch.Tensor] = []
+    want = ref.forward(x, 0.42, ref.prepare(cond, text, style), taps=ref_taps)
+    assert len(taps) == len(ref_taps) == dit.cfg.depth  # the per-block taps the hardware test compares
+    for a, b in zip(taps, ref_taps, strict=True):
+        assert (a[:, :200] - b).abs().max().item() <= 1e-5 * b.abs().max().item()
     assert got.shape == (2, 200, 64) and got.dtype == torch.float32
     assert (got - want).abs().max().item() <= 1e-5 * want.abs().max().item()
     with torch.inference_mode():
@@ -170,11 +175,11 @@ def test_stand_in_enforces_the_card_rules(fake_ttnn) -> None:  # noqa: F811
     with pytest.raises(RuntimeError, match="deallocated"):
         t.silu(a)
     b = t.from_torch(torch.ones(1, 1, 32, 32), dtype=t.bfloat16, layout=t.TILE_LAYOUT, device=dev)
-    with pytest.raises(RuntimeError, match="trace_region_size"):
-        t.begin_trace_capture(dev)
     dev2 = open_dev(t, trace_region_size=1 << 20)
     c = t.from_torch(torch.ones(1, 1, 32, 32), dtype=t.bfloat16, layout=t.TILE_LAYOUT, device=dev2)
     t.begin_trace_capture(dev2)
     with pytest.raises(RuntimeError, match="program cache miss"):
         t.mish(c)
+    with pytest.raises(RuntimeError, match="during trace capture"):
+        t.from_torch(torch.ones(1, 1, 32, 32), layout=t.TILE_LAYOUT, device=dev2)
     assert t.silu(b) is not None  # another device's ops are unaffected

@@ -256,8 +256,10 @@ class TtDiT:
         free(h, o)
         return out
 
-    def body(self, x: Any, in_row: Any, gamma: Any, shift: Any, sd: dict[str, Any]) -> Any:
-        """x [b, 1, s, 64] fp32, rows [b, 1, 1, d] -> velocity [b, 1, s, 64] fp32 (padded rows included)."""
+    def body(self, x: Any, in_row: Any, gamma: Any, shift: Any, sd: dict[str, Any],
+             taps: list[torch.Tensor] | None = None) -> Any:
+        """x [b, 1, s, 64] fp32, rows [b, 1, 1, d] -> velocity [b, 1, s, 64] fp32 (padded rows included).
+        `taps` (eager only) collects each block's residual [b, s, d] on the host, for per-block PCC."""
         xw = ttnn.linear(x, self.wx, compute_kernel_config=self.cf.mm, memory_config=MEM, dtype=self.res)
         h0 = ttnn.add(xw, sd["base"], memory_config=MEM, dtype=self.res)
         free(xw)
@@ -291,6 +293,8 @@ class TtDiT:
                 h2 = ttnn.add(h, sd[f"fusion.{i}"], memory_config=MEM, dtype=self.res)
                 free(h)
                 h = h2
+            if taps is not None:
+                taps.append(ttnn.to_torch(h).float().reshape(h.shape[0], h.shape[2], -1))
         n = ttnn.layer_norm(h, epsilon=1e-6, compute_kernel_config=self.cf.norm, memory_config=MEM)
         free(h)
         g = ttnn.multiply(n, gamma, memory_config=MEM)
@@ -312,22 +316,25 @@ class TtDiT:
         return [xs, in_row, gamma, shift]
 
     @torch.inference_mode()
-    def forward(self, x: torch.Tensor, time: torch.Tensor | float, song: TtSong) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, time: torch.Tensor | float, song: TtSong,
+                taps: list[torch.Tensor] | None = None) -> torch.Tensor:
         """Velocity [b, n, m] float32 for latent x [b, n, m] at flow time `time`."""
         xs, in_row, gamma, shift = self._host_inputs(x, time, song)
-        if self.prec.trace:
+        if taps is not None:
+            out = self.eager(song.dev, xs, in_row, gamma, shift, taps)
+        elif self.prec.trace:
             out = self.tracer.step(song, xs, in_row, gamma, shift)
         else:
             out = self.eager(song.dev, xs, in_row, gamma, shift)
         return out.float().reshape(x.shape[0], song.geo.seq, -1)[:, : song.geo.frames, : self.cfg.mel_dim]
 
     def eager(self, sd: dict[str, Any], xs: torch.Tensor, in_row: torch.Tensor, gamma: torch.Tensor,
-              shift: torch.Tensor) -> torch.Tensor:
+              shift: torch.Tensor, taps: list[torch.Tensor] | None = None) -> torch.Tensor:
         """One call without a trace: upload x and the rows, run, read back [b, 1, s, 64]."""
         fp = self.prec.rows_fp32
         ins = [upload(self.dev, xs, ttnn.float32 if self.prec.x_fp32 else ttnn.bfloat16),
                rows(self.dev, in_row, fp), rows(self.dev, gamma, fp), rows(self.dev, shift, fp)]
-        dev_out = self.body(*ins, sd)
+        dev_out = self.body(*ins, sd, taps)
         free(*ins)
         out = ttnn.to_torch(dev_out)
         free(dev_out)
