@@ -1,0 +1,219 @@
+"""`studio render` without workers: the jobs file's validation report, identities for --resume, folders
+committed by rename, progress output, Ctrl-C handling, and the command line refusing before any device
+time is spent (--strict, usage errors)."""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from engine.request import Problem
+from studio.render.identity import RunSettings, identity, identity_hash
+from studio.render.jobs import parse_jobs
+from studio.render.outdir import Manifest, OutDir, write_json
+from studio.render.progress import Progress
+from studio.render.runner import Interrupts
+
+SETTINGS = RunSettings(models={"kind": "release", "base": "cfm_model.pt:1:abc"}, workers=("torch/float32",))
+
+
+def lines(*objs: object) -> str:
+    return "\n".join(o if isinstance(o, str) else json.dumps(o) for o in objs)
+
+
+def test_report_names_line_field_and_problem_for_every_bad_job(tmp_path: Path) -> None:
+    (tmp_path / "lyr").mkdir()
+    (tmp_path / "lyr" / "one.lrc").write_text("[00:01.00]hi\n[00:02.00]\n", encoding="utf-16")
+    text = lines(
+        {"id": "ok", "lyrics": "lyr/one.lrc", "style": "jazz", "duration": 95},
+        {"id": "x", "style": "jazz", "duration": 95, "zeta": 1, "alpha": 2},
+        {"style": "jazz", "duration": "long", "steps": 2.5},
+        "",
+        "{not json",
+        '["a", "list"]',
+        {"id": "../up", "style": {"audio": "missing.wav"}, "duration": 95, "lyrics": "nope.txt"},
+        {"id": "dup", "style": {"voice": "x"}, "duration": 95},
+        {"id": "dup", "style": "pop", "duration": 95, "edit": {"song": "s.wav", "segments": [[1]], "x": 0}},
+        {"id": "inst", "style": "pop", "duration": 95, "lyrics": "", "formats": "wav"},
+    )
+    parsed = parse_jobs(text, tmp_path)
+    assert [j.id for j in parsed.jobs] == ["ok"]
+    assert parsed.jobs[0].request.lyrics == "[00:01.00]hi\n[00:02.00]\n"  # read from the file, UTF-16
+    assert parsed.jobs[0].files["lyrics"] == str(tmp_path / "lyr" / "one.lrc")
+    got = [(p.line, p.field) for p in parsed.problems]
+    assert got == [(2, "keys"), (3, "id"), (3, "duration"), (3, "steps"), (5, "json"), (6, "json"),
+                   (7, "id"), (7, "lyrics"), (7, "style.audio"), (8, "id"), (8, "style"), (9, "id"),
+                   (9, "edit"), (9, "edit.segments"), (10, "formats")]
+    by = {(p.line, p.field): p for p in parsed.problems}
+    assert "unknown key(s) ['alpha', 'zeta']" in by[(2, "keys")].message  # sorted, with what is allowed
+    assert by[(3, "id")].message == "missing (required)"
+    assert "'dup' is used on lines 8, 9" in by[(9, "id")].message and by[(8, "id")].job_id == "dup"
+    assert str(by[(7, "lyrics")]).startswith("line 7 (id '../up'): lyrics: ") and "no such file" in str(by[(7, "lyrics")])
+    assert parsed.invalid_lines == [2, 3, 5, 6, 7, 8, 9, 10]
+    assert parsed.lines[4 + 1] is None and 4 not in parsed.lines  # blank lines are not jobs
+
+
+def test_engine_problems_keep_the_lyric_line_and_unknown_keys_do_not_hide_them(tmp_path: Path) -> None:
+    seen = []
+
+    def validate(request):  # stands in for Engine.validate: duration and one lyric line
+        seen.append(request)
+        return [Problem("duration", "use 95 or 96-285"), Problem("lyrics", "dropped: too late", line=3),
+                Problem("style.text", "the style prompt is empty")]
+
+    parsed = parse_jobs(lines({"id": "a", "style": " ", "duration": 20, "lyrics": "x", "extra": 1}), tmp_path,
+                        validate=validate)
+    assert [str(p) for p in parsed.problems] == [
+        "line 1 (id 'a'): keys: unknown key(s) ['extra']; allowed: ['cfg', 'duration', 'edit', 'formats', 'id', "
+        "'lyrics', 'seed', 'steps', 'style', 'variations']",
+        "line 1 (id 'a'): duration: use 95 or 96-285",
+        "line 1 (id 'a'): lyrics line 3: dropped: too late",
+        "line 1 (id 'a'): style: the style prompt is empty"]
+    assert seen[0].title == "a" and not parsed.jobs
+
+
+def test_empty_file_is_one_problem(tmp_path: Path) -> None:
+    parsed = parse_jobs("\n\n", tmp_path)
+    assert not parsed.jobs and [p.field for p in parsed.problems] == ["file"]
+
+
+def test_identity_follows_content_not_paths(tmp_path: Path) -> None:
+    for d in ("one", "two"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "song.lrc").write_text("[00:01.00]hi\n[00:02.00]\n")
+        (tmp_path / d / "ref.wav").write_bytes(b"RIFF....same")
+
+    def ident(folder: str, **extra: object) -> str:
+        job = {"id": "a", "lyrics": f"{folder}/song.lrc", "style": {"audio": f"{folder}/ref.wav"}, "duration": 95,
+               **extra}
+        (parsed,) = parse_jobs(json.dumps(job), tmp_path).jobs
+        return identity_hash(identity(parsed, SETTINGS))
+
+    base = ident("one")
+    assert ident("two") == base  # the same bytes elsewhere: the same song
+    assert ident("one", seed=3) != base and ident("one", steps=8) != base and ident("one", formats=["flac"]) != base
+    (tmp_path / "two" / "ref.wav").write_bytes(b"RIFF....other")
+    assert ident("two") != base  # a re-recorded reference under the same name is a change
+    (tmp_path / "one" / "song.lrc").write_text("[00:01.00]bye\n[00:02.00]\n")
+    assert ident("one") != base
+    (job,) = parse_jobs(json.dumps({"id": "a", "style": "s", "duration": 95}), tmp_path).jobs
+    other = RunSettings(models={**SETTINGS.models, "base": "cfm_model.pt:2:def"}, workers=SETTINGS.workers)
+    assert identity_hash(identity(job, SETTINGS)) != identity_hash(identity(job, other))
+    assert identity(job, SETTINGS)["effective"]["seed"] is None  # random seed: kept once rendered
+
+
+def test_outdir_commit_replaces_by_rename_and_completed_checks_identity_and_files(tmp_path: Path) -> None:
+    od = OutDir(tmp_path / "out")
+    od.prepare()
+    old = od.new_partial("a")
+    (old / "old.wav").write_bytes(b"x")
+    write_json(old / "render.json", {"status": "done", "identity_hash": "h1",
+                                     "takes": [{"files": {"wav": "old.wav"}}]})
+    od.commit(old, "a")
+    assert od.completed("a", "h1") is not None and od.completed("a", "h2") is None
+    new = od.new_partial("a")
+    (new / "new.wav").write_bytes(b"y")
+    write_json(new / "render.json", {"status": "done", "identity_hash": "h2",
+                                     "takes": [{"files": {"wav": "new.wav"}}]})
+    od.commit(new, "a")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a"]
+    assert sorted(p.name for p in (tmp_path / "out" / "a").iterdir()) == ["new.wav", "render.json"]
+    (tmp_path / "out" / "a" / "new.wav").write_bytes(b"")  # an empty file is not a finished song
+    assert od.completed("a", "h2") is None
+    debris = od.new_partial("b")
+    (tmp_path / "out" / ".old-a-1234").mkdir()
+    assert sorted(od.prepare()) == [".old-a-1234", debris.name]
+    od.write_failure("c", {"error": "E: x"})
+    assert json.loads((tmp_path / "out" / "c" / "failure.json").read_text()) == {"error": "E: x"}
+    m = Manifest(tmp_path / "out", {"jobs_file": "j"})
+    m.set(2, id="b", outcome="done")
+    m.set(1, id="a", outcome="invalid")
+    data = m.write("complete")
+    assert [j["line"] for j in data["jobs"]] == [1, 2] and data["counts"] == {"done": 1, "invalid": 1}
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["status"] == "complete"
+
+
+def test_progress_plain_lines_and_terminal_bars() -> None:
+    from engine import events as ev
+
+    plain = io.StringIO()
+    p = Progress(2, stream=plain, tty=False, every_s=0.0)
+    p.start("a", 1)
+    p.event("a", ev.Running("j", take=0, seed=1, worker="w0"))
+    p.event("a", ev.Step("j", take=0, k=3, total=8, step_s=0.1, eta_s=65.0))
+    p.end("a", "done")
+    p.end("b", "failed", "ValueError: nope")
+    text = plain.getvalue()
+    assert "[1/2] a: started" in text and "a: step 3/8  ETA 1:05" in text
+    assert "[1/2] a: ok (0:00)" in text and "[2/2] b: FAILED: ValueError: nope" in text
+    term = io.StringIO()
+    p = Progress(4, stream=term, tty=True)
+    p.start("a", 2)
+    p.event("a", ev.Decoding("j", take=1, j=2, total=4, window_s=0.1, eta_s=5.0))
+    out = term.getvalue()
+    assert "all  [" in out and "job  [" in out and "a take 2/2: decode window 2/4  ETA 0:05" in out
+    assert "\x1b[J" in out  # redrawn in place
+    quiet = io.StringIO()
+    p = Progress(1, stream=quiet, quiet=True, tty=False)
+    p.start("a", 1)
+    p.end("a", "done")
+    assert quiet.getvalue() == ""
+
+
+def test_first_ctrl_c_stops_second_kills_our_workers_and_exits_130() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    calls: list[object] = []
+    said: list[str] = []
+    irq = Interrupts(lambda: calls.append("stop"), said.append, exit_now=lambda code: calls.append(code))
+    irq.worker_pids = [child.pid]
+    irq.handle(signal.SIGINT)
+    assert calls == ["stop"] and child.poll() is None and "Ctrl-C again" in said[0]
+    irq.handle(signal.SIGINT)
+    assert calls == ["stop", 130]
+    assert child.wait(10) == -signal.SIGKILL
+
+
+def run_cli(args: list[str], tmp: Path) -> object:
+    from studio.cli import main
+
+    return CliRunner().invoke(main, ["render", *args], catch_exceptions=False,
+                              env={"DRS_LOCK_DIR": str(tmp / "locks"), "STUDIO_DATA_DIR": str(tmp / "data")})
+
+
+def test_strict_stops_before_any_worker_starts(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text(lines({"id": "good", "style": "jazz", "duration": 95},
+                          {"id": "long", "style": "jazz", "duration": 400},
+                          {"id": "sung", "style": "jazz", "duration": 95, "lyrics": "[00:01.00]la\n[00:02.00]la"}))
+    res = run_cli([str(jobs), "-o", str(tmp_path / "out"), "--model", "test", "--strict", "--json"], tmp_path)
+    assert res.exit_code == 2
+    summary = json.loads(res.stdout)
+    assert summary["status"] == "refused" and summary["counts"] == {"invalid": 2}
+    assert {(p["line"], p["field"]) for p in summary["problems"]} >= {(2, "duration")}
+    assert "2 of 3 job(s) invalid; they stop the run (--strict)" in res.stderr
+    assert "error: --strict: nothing was rendered" in res.stderr and "starting" not in res.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ([], "give a jobs file"),
+    (["jobs.jsonl", "--style", "x"], "not both"),
+    (["--style", "x", "--duration", "95"], "needs --style, --duration and -o FILE"),
+    (["--style", "x", "--duration", "95", "-o", "song.aiff"], "must end in one of .wav, .flac, .mp3, .ogg"),
+    (["jobs.jsonl", "--seed", "3"], "per-line keys"),
+    (["missing.jsonl"], "missing.jsonl: no such file"),
+])
+def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str],
+                                             message: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "jobs.jsonl").write_text("{}\n")
+    res = run_cli(args, tmp_path)
+    assert res.exit_code == 2 and res.stderr.startswith("error: ") and message in res.stderr
+    assert res.stderr.count("\n") == 1
