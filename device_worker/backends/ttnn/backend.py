@@ -63,7 +63,8 @@ class TtnnBackend(Backend):
             settings.root = Path(root or os.environ["DRS_TTNN_CACHE"])
         self.settings = settings
         env_windows = os.environ.get("DRS_TTNN_VAE_WINDOWS", str(DECODE_WINDOW))
-        self.vae_windows = tuple(vae_windows or (int(w) for w in env_windows.split(",") if w.strip()))
+        self.vae_windows = tuple(vae_windows if vae_windows is not None
+                                 else (int(w) for w in env_windows.split(",") if w.strip()))
         self.warm_mode = warm if warm is not None else os.environ.get("DRS_TTNN_WARM", "none")
         self.card = Card(settings)
         self.dit: Any = None  # tt_dit.TtDiT
