@@ -142,6 +142,24 @@ def test_single_forward_matches_the_core(fake_ttnn, ckpt, tiny_vae, tmp_path) ->
     assert pcc(got, want) >= 0.9999  # bf16-stored matrices vs the fp32 core
 
 
+def test_checkpoints_sharing_a_cache_root_never_share_weights(fake_ttnn, ckpt, tiny_vae, tmp_path) -> None:  # noqa: F811
+    other = save_checkpoint(random_dit(22, **CARD_CFG), tmp_path / "other")
+    g = torch.Generator().manual_seed(4)
+    t = {"x": torch.randn(1, 32, 64, generator=g).numpy(), "cond": torch.zeros(1, 32, 64).numpy(),
+         "text": torch.randint(0, 364, (1, 32), generator=g).numpy(), "time": np.array(0.5, np.float32),
+         "style_prompt": torch.randn(1, 512, generator=g).numpy()}
+    for path in (ckpt, other, ckpt):  # second load of the first checkpoint reads its caches
+        be = make(fake_ttnn, tmp_path)
+        be.load(str(path), str(tiny_vae), lambda s, f: None)
+        got = torch.from_numpy(be.forward(t, False, False, False))
+        be.close()
+        with torch.inference_mode():
+            want = load_dit(path)(*(torch.from_numpy(t[k]) for k in ("x", "cond", "text", "time")),
+                                  style_prompt=torch.from_numpy(t["style_prompt"]))
+        assert pcc(got, want) >= 0.9999, path
+    assert len(list((tmp_path / "cache" / "weights").glob("*.safetensors"))) == 2
+
+
 def test_the_card_is_opened_as_a_p100a_needs_and_closed_once(fake_ttnn, tmp_path, monkeypatch) -> None:  # noqa: F811
     from device_worker.backends.ttnn.device import Card, DeviceSettings, parse_device
 

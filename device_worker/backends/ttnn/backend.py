@@ -78,7 +78,7 @@ class TtnnBackend(Backend):
         import torch
 
         from device_worker.backends.torch_backend import model_id
-        from device_worker.backends.ttnn.convert import WeightCache, convert_dit, convert_vae
+        from device_worker.backends.ttnn.convert import WeightCache, cache_key, convert_dit, convert_vae
         from device_worker.models import load_dit, load_vae
 
         dev = self.card.open()
@@ -95,7 +95,8 @@ class TtnnBackend(Backend):
             setattr(core, name, torch.nn.ModuleList())
         self.core = core
         progress("dit", 0.3)
-        tensorbin = self.settings.root / "tensorbin" / f"ttnn{ttnn_version()}"
+        key = cache_key("dit", model_id(dit), ttnn_version(), self.prec.weight_dtype)  # per checkpoint
+        tensorbin = self.settings.root / "tensorbin" / key
         self.dit = TtDiT(dev, core, weights, self.prec, cache=tensorbin)
         del weights
         progress("vae", 0.6)
