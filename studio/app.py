@@ -30,7 +30,7 @@ def build_app(svc: Services) -> gr.Blocks:
         session = gr.BrowserState("", storage_key="diffrhythm-studio-session")
         token = gr.State("")
         with gr.Row(elem_id="header"):
-            gr.Markdown("# 🎵 DiffRhythm Studio\nWrite lyrics, pick a style, make songs — every take is kept.",
+            gr.Markdown("# ♪ DiffRhythm Studio\nWrite lyrics, pick a style, make songs — every take is kept.",
                         elem_id="brand")
         banner = gr.Markdown(svc.model_status.banner_markdown(), elem_id="model-banner")
         shared = history.build_shared()
@@ -45,7 +45,8 @@ def build_app(svc: Services) -> gr.Blocks:
                 tks = takes.build()
                 with gr.Accordion("Sessions", open=True, elem_id="history"):
                     hist = history.build()
-        editable = [gen.generate, gen.cancel, sty.save, sty.save_name, hist.share, hist.revoke, hist.new]
+        editable = [gen.generate, gen.cancel, sty.save, sty.save_name, hist.share, hist.revoke, hist.new,
+                    tks.use_settings, tks.use_reference, tks.use_edit]
         page = Page(banner, shared, comp, sty, gen, tks, hist, owner, session, token, editable)
         handlers = Handlers(svc, page)
         api.register(svc)  # first, so the stable endpoints get their plain names

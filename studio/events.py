@@ -60,4 +60,6 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> None:
                     show_progress="hidden", **PRIVATE)
     hi.share.click(h.share, p.session, [hi.link, hi.share_note], **PRIVATE)
     hi.revoke.click(h.revoke, p.session, [hi.link, hi.share_note], **PRIVATE)
-    p.shared.copy.click(h.copy_shared, [p.token, p.owner], [*session_out, p.token], **PRIVATE)
+    # After copying, drop `?s=` from the address bar so a refresh opens the copy, not the shared view.
+    p.shared.copy.click(h.copy_shared, [p.token, p.owner], [*session_out, p.token], **PRIVATE).then(
+        None, js="() => window.history.replaceState(null, '', window.location.pathname)", **PRIVATE)

@@ -31,7 +31,7 @@ class ComposeForm:
     lyrics: str = ""
     instrumental: bool = False  # True: the lyrics are ignored and the song has no vocals
     style_source: str = "text"  # one of STYLE_SOURCES; choosing one clears the others in the UI
-    style_text: str = "pop, upbeat, female vocals"
+    style_text: str = ""
     style_audio: str | None = None  # a stored upload inside the data directory
     style_saved: str | None = None  # name of a saved style
     duration: int = 95  # 95 = base model (95.1 s); 96-285 = full model

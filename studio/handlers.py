@@ -53,7 +53,7 @@ class Handlers(TakeHandlers):
 
             lrc = time_lyrics(plain, float(duration), tempo_bpm=tempo or None, intro_s=intro or None)
         except Exception as exc:
-            return {c.timing_note: f"⚠️ {exc}"}
+            return {c.timing_note: f"⚠ {exc}"}
         return {c.lyrics: lrc, c.timing_note: "Timed — edit the times above if you like; the report updates."}
 
     def load_example(self, name: str | None) -> dict:
@@ -87,7 +87,7 @@ class Handlers(TakeHandlers):
         try:
             kept, info = self.svc.keep_upload(tmp_path)
         except UploadRefused as exc:
-            return {s.audio: None, s.audio_path: "", s.window_note: f"⚠️ {exc}"}
+            return {s.audio: None, s.audio_path: "", s.window_note: f"⚠ {exc}"}
         return {s.audio_path: str(kept), s.window_note: self.svc.style_window_note(kept, info["seconds"])}
 
     def save_style(self, name: str, source: str, text: str, audio_path: str) -> dict:
@@ -100,7 +100,7 @@ class Handlers(TakeHandlers):
             else:
                 return {s.save_note: "Fill in a text prompt or a reference song first."}
         except (StoreError, PathRefused) as exc:
-            return {s.save_note: f"⚠️ {exc}"}
+            return {s.save_note: f"⚠ {exc}"}
         names = [x.name for x in self.svc.store.list_styles()]
         return {s.save_note: f"Saved as **{style.name}**.", s.saved: gr.Dropdown(choices=names)}
 
@@ -119,17 +119,17 @@ class Handlers(TakeHandlers):
             request = form.to_request(self.svc.store, self.svc.config)
             validation = self._validate(request)
         except (FormError, PathRefused) as exc:
-            yield {g.message: f"⚠️ {exc}", p.session: session_id}
+            yield {g.message: f"⚠ {exc}", p.session: session_id}
             return
         if not validation.ok:
             problems = "\n".join(f"- {pr}" for pr in validation.problems)
-            yield {g.message: f"⚠️ Please fix these first:\n{problems}", p.session: session_id}
+            yield {g.message: f"⚠ Please fix these first:\n{problems}", p.session: session_id}
             return
         parent = form.edit_take if form.edit_mode != "none" else None
         try:
             takes = self.svc.runner.submit(session_id, request, parent_id=parent)
         except Exception as exc:  # the engine's busy/validation errors, worded by the engine
-            yield {g.message: f"⚠️ {exc}", p.session: session_id, **self._listing(session_id)}
+            yield {g.message: f"⚠ {exc}", p.session: session_id, **self._listing(session_id)}
             return
         seeds = ", ".join(str(t.seed) for t in takes)
         yield {p.session: session_id, g.message: f"Submitted {len(takes)} take(s), seed(s) {seeds}.",
@@ -154,7 +154,7 @@ class Handlers(TakeHandlers):
         """Follow takes until they end: progress bars with ETA, and an early preview from decoded windows."""
         g = self.page.gen
         runner = self.svc.runner
-        labels = {t.id: f"take {t.variation + 1} ({t.id[:6]})" for t in map(self.svc.store.get_take, take_ids) if t}
+        labels = {t.id: t.label for t in map(self.svc.store.get_take, take_ids) if t}
         preview = _Preview(self.svc.config.cache_dir / "live")
         last_status: dict[str, str] = {}
         for snap in runner.follow(take_ids):
@@ -188,11 +188,15 @@ class Handlers(TakeHandlers):
     def watch(self, session_id: str | None) -> Iterator[dict]:
         """After a refresh: follow this session's takes that are still rendering in this process."""
         if not session_id or self.svc.runner is None:
+            # One real dict entry: an empty dict counts as "no values" and a silent generator blanks them.
+            yield {self.page.gen.progress: gr.skip()}
             return
         active = [t.id for t in self.svc.store.list_takes(session_id)
                   if t.status in ACTIVE_STATUSES and self.svc.runner.live(t.id) is not None]
         if active:
             yield from self._follow(session_id, active)
+        else:
+            yield {self.page.gen.progress: gr.skip()}
 
 
 class _Preview:

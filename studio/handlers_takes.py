@@ -44,22 +44,27 @@ class TakeHandlers:
         p = self.page
         owner = owner or secrets.token_urlsafe(16)
         token = dict(request.query_params).get("s") if request is not None else None
-        out: dict[Any, Any] = {p.owner: owner, p.banner: self.svc.model_status.banner_markdown(),
-                               p.style.saved: gr.Dropdown(choices=[s.name for s in self.svc.store.list_styles()])}
+        out: dict[Any, Any] = {p.owner: owner, p.banner: self.svc.model_status.banner_markdown()}
         if token:
             shared = self.svc.store.resolve_share(token)
             out[p.token] = token
             if shared is None:
                 out.update(self._render(None, owner, read_only=True))
                 out[p.shared.group] = gr.Group(visible=True)
-                out[p.shared.banner] = "🔒 **This share link was revoked or never existed.** Ask the owner for a new one."
+                out[p.shared.banner] = "**This share link was revoked or never existed.** Ask the owner for a new one."
                 out[p.shared.copy] = gr.Button(visible=False)
                 return out
             out.update(self._render(shared, owner, read_only=True))
             return out
         out[p.token] = ""
         session = self.svc.store.get_session(session_id) if session_id else None
-        out.update(self._render(session, owner, read_only=False))
+        rendered = self._render(session, owner, read_only=False)
+        if session is None:
+            # A fresh page already shows a blank form: leave it alone, so what the musician types
+            # while the page is still loading is not overwritten by the defaults.
+            for comp in [*p.form_fields().values(), p.style.audio, p.compose.report]:
+                rendered.pop(comp, None)
+        out.update(rendered)
         return out
 
     def open_session(self, session_id: str | None, owner: str | None, token: str | None) -> dict:
@@ -79,6 +84,8 @@ class TakeHandlers:
         out: dict[Any, Any] = p.form_updates(form)
         for comp in p.form_fields().values():
             out[comp] = gr.update(value=out[comp], interactive=not read_only)
+        out[p.style.saved] = gr.update(value=form.style_saved, interactive=not read_only,
+                                       choices=[x.name for x in self.svc.store.list_styles()])
         takes = self.svc.store.list_takes(session.id) if session else []
         first = next((t for t in reversed(takes) if t.status == DONE), None)
         out.update(self._listing(session.id if session else None, select=first.id if first else None))
@@ -93,7 +100,7 @@ class TakeHandlers:
             out[p.session] = session.id if session else ""
         out[p.shared.group] = gr.Group(visible=read_only)
         if read_only and session is not None:
-            out[p.shared.banner] = (f"🔗 **Shared session “{session.title}”** — read-only: listen, download, read "
+            out[p.shared.banner] = (f"↗ **Shared session “{session.title}”** — read-only: listen, download, read "
                                     "the records. *Copy into my sessions* to make your own takes from it.")
         for comp in p.editable:
             out[comp] = gr.update(visible=not read_only)
@@ -145,7 +152,7 @@ class TakeHandlers:
         try:
             take = self._owned_take(take_id, session_id)
         except StoreError as exc:
-            return {t.note: f"⚠️ {exc}"}
+            return {t.note: f"⚠ {exc}"}
         self.svc.store.delete_take(take.id)
         out = {**self._listing(session_id), **self.take_detail(None, session_id)}
         out.update({t.note: f"Deleted **{take.label}**.", t.undo: gr.Button(visible=True), t.undo_id: take.id})
@@ -166,7 +173,7 @@ class TakeHandlers:
         try:
             take = self._owned_take(take_id, session_id)
         except StoreError as exc:
-            return {t.note: f"⚠️ {exc}"}
+            return {t.note: f"⚠ {exc}"}
         if self.svc.runner is None:
             return {t.note: self.svc.model_status.banner_markdown()}
         from dataclasses import replace
@@ -177,7 +184,7 @@ class TakeHandlers:
         try:
             new = self.svc.runner.submit(session_id, request, parent_id=take.parent_id)
         except Exception as exc:
-            return {t.note: f"⚠️ {exc}"}
+            return {t.note: f"⚠ {exc}"}
         self.svc.store.rename_take(new[0].id, take.name or f"retry of {take.label}")
         return {**self._listing(session_id, select=new[0].id), t.note: "Retrying: the new take renders now."}
 
@@ -186,7 +193,7 @@ class TakeHandlers:
         try:
             take = fn(self._owned_take(take_id, session_id))
         except StoreError as exc:
-            return {t.note: f"⚠️ {exc}"}
+            return {t.note: f"⚠ {exc}"}
         out = {**self._listing(session_id, select=take.id), **self.take_detail(take.id, session_id)}
         out[t.note] = note
         return out
@@ -256,7 +263,7 @@ class TakeHandlers:
     def copy_shared(self, token: str | None, owner: str | None) -> dict:
         shared = self.svc.store.resolve_share(token or "")
         if shared is None:
-            return {self.page.shared.banner: "🔒 This link was revoked; nothing to copy."}
+            return {self.page.shared.banner: "This link was revoked; nothing to copy."}
         copy = self.svc.store.copy_session(shared.id, owner=owner)
         out = self._render(copy, owner, read_only=False)
         out[self.page.token] = ""

@@ -66,7 +66,7 @@ class Page:
         t, h = self.takes, self.history
         return [
             *self.form_fields().values(), self.style.text_group, self.style.audio_group, self.style.saved_group,
-            self.style.audio, self.style.saved, t.listing, h.sessions, h.link, self.session, self.gen.message,
+            self.style.audio, t.listing, h.sessions, h.link, self.session, self.gen.message,
             self.gen.progress, self.shared.group, self.shared.banner, *self.editable, self.compose.report,
             *self.take_outputs(),
         ]

@@ -13,7 +13,8 @@ from typing import Any
 from studio.store import CANCELLED, DONE, FAILED, INTERRUPTED, QUEUED, RUNNING, TakeInfo
 from studio.takes import Live
 
-STATUS_ICON = {QUEUED: "⏳", RUNNING: "🎛️", DONE: "✅", FAILED: "⚠️", CANCELLED: "⏹️", INTERRUPTED: "⏸️"}
+# Plain symbols (not emoji): they render with the fonts every system has, headless browsers included.
+STATUS_ICON = {QUEUED: "…", RUNNING: "▶", DONE: "✓", FAILED: "⚠", CANCELLED: "■", INTERRUPTED: "‖"}
 LINE_CLASS = {"sung": "ok", "end": "ok", "ignored": "muted", "pushed": "warn", "break": "muted",
               "truncated": "bad", "dropped": "bad", "unsung": "bad", "skipped": "bad"}
 

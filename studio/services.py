@@ -40,13 +40,13 @@ class ModelStatus:
 
     def banner_markdown(self) -> str:
         if self.loading:
-            return f"⏳ **Loading the model:** {self.loading} — the page works meanwhile; Generate waits for it."
+            return f"… **Loading the model:** {self.loading} — the page works meanwhile; Generate waits for it."
         if self.ready and "TEST" in self.label.upper():
-            return (f"🧪 **{self.label}** — the whole studio works, but every song is noise: load the real "
+            return (f"**{self.label}** — the whole studio works, but every song is noise: load the real "
                     f"weights with `{self.fetch_command}` and restart without `--model test`.")
         if self.ready:
             return ""
-        lines = ["⚠️ **Songs cannot be made yet: model files are missing.**"]
+        lines = ["⚠ **Songs cannot be made yet: model files are missing.**"]
         lines += [f"- `{m}`" for m in self.missing[:12]]
         lines.append(f"\nFetch them with `{self.fetch_command}`, then restart `studio serve` "
                      "(or try the whole flow now with `studio serve --model test`).")
@@ -121,7 +121,7 @@ class Services:
 
             start, length, notes = choose_window(seconds)
         except Exception as exc:  # too short, or the style module missing: say so
-            return f"⚠️ {exc}"
+            return f"⚠ {exc}"
         text = f"MuQ-MuLan hears {_mmss(start)}–{_mmss(start + length)} of this {_mmss(seconds)} recording."
         return " ".join([text, *notes])
 

@@ -73,7 +73,9 @@ class TakeInfo:
 
     @property
     def label(self) -> str:
-        return self.name or f"Take {self.id[:6]}"
+        # The time it was asked for reads better than an id; variations of one click get their number.
+        number = f" #{self.variation + 1}" if self.variation else ""
+        return self.name or f"Take {self.created_at:%H:%M:%S}{number}"
 
     def file(self, fmt: str) -> Path | None:
         path = self.files.get(fmt)

@@ -1,0 +1,103 @@
+"""The studio in a real browser: Debian's Chromium driven by Playwright's Python package (no download).
+
+Fill lyrics and style, Generate, wait for the audio, share, open the link in a second browser profile
+(read-only view, "copy into my sessions"). Screenshots go to the test's tmp dir and docs/screenshots/.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from studio_helpers import in_process_studio
+
+pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# Gradio shows handler failures as "Error" toasts and status badges; none may appear.
+NO_ERRORS = "document.body.innerText.includes('Error')"
+SHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+LYRICS = ("[00:00.50]Neon rain on the window\n[00:01.60]I drive until the morning\n[00:02.60]\n")
+
+
+@pytest.fixture(scope="module")
+def studio_url(tmp_path_factory: pytest.TempPathFactory):
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium); Playwright drives Debian's build")
+    pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
+    from studio.testmodel import ensure_test_models
+
+    tmp = tmp_path_factory.mktemp("browser")
+    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+    os.environ["GRADIO_TEMP_DIR"] = str(tmp / "gradio")
+    with in_process_studio(tmp / "data", ensure_test_models(), crop_frames=64) as (url, svc):
+        yield url, svc, tmp
+
+
+def save(page, tmp: Path, name: str) -> Path:
+    path = tmp / name
+    page.screenshot(path=str(path), full_page=True)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, SHOTS / name)
+    return path
+
+
+def test_compose_generate_listen_share(studio_url) -> None:
+    from playwright.sync_api import sync_playwright
+
+    url, svc, tmp = studio_url
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.goto(url)
+            page.wait_for_selector("#lyrics textarea", timeout=30_000)
+            page.locator("#title textarea, #title input").first.fill("Neon rain")
+            page.locator("#lyrics textarea").fill(LYRICS)
+            page.locator("#style-text textarea, #style-text input").first.fill("dreamy synthwave, female vocals")
+            # The live lyric report appears while typing (what the model will sing, line by line).
+            page.wait_for_function("document.querySelector('#lyric-report').innerText.includes('singable')",
+                                   timeout=30_000)
+            page.click("#generate")
+            # Progress is shown while the song is made, then the finished take's player.
+            page.wait_for_selector("#take-audio audio[src], #take-audio [data-testid='waveform-Take']",
+                                   state="attached", timeout=120_000)
+            page.wait_for_function("document.querySelector('#takes').innerText.includes('done')", timeout=60_000)
+            page.wait_for_timeout(1500)  # let the waveform picture paint
+            save(page, tmp, "studio.png")
+            assert not page.evaluate(NO_ERRORS), "an error toast or error status is on the page"
+            takes = svc.store.list_takes(svc.store.list_sessions()[0].id)
+            assert takes and takes[0].status == "done" and Path(takes[0].files["wav"]).is_file()
+            # What was typed is what was rendered (a slow page load must not reset the form).
+            assert "Neon rain" in takes[0].request["lyrics"]
+            assert takes[0].request["style"]["text"] == "dreamy synthwave, female vocals"
+
+            page.get_by_text("Share this session").click()
+            page.click("#share")
+            page.wait_for_function(
+                "(document.querySelector('#share-link textarea, #share-link input') || {}).value?.includes('?s=')",
+                timeout=30_000)
+            link = page.locator("#share-link textarea, #share-link input").first.input_value()
+            assert link.startswith("http://127.0.0.1") and "?s=" in link
+
+            other = browser.new_context(viewport={"width": 1440, "height": 1000}).new_page()  # another person
+            other.goto(link)
+            other.wait_for_function(
+                "document.querySelector('#shared-banner')?.innerText.includes('Shared session')", timeout=30_000)
+            other.wait_for_function("document.querySelector('#takes').innerText.includes('done')", timeout=30_000)
+            assert not other.locator("#generate").is_visible()  # read-only: no Generate
+            assert not other.locator("#take-delete").is_visible()
+            save(other, tmp, "shared.png")
+            assert not other.evaluate(NO_ERRORS), "an error toast or error status is on the page"
+            other.click("#copy-shared")
+            other.wait_for_function("document.querySelector('#gen-message').innerText.includes('Copied')",
+                                    timeout=30_000)
+            assert other.locator("#generate").is_visible()  # the copy is theirs to work on
+            other.wait_for_function("!window.location.search.includes('s=')", timeout=10_000)  # refresh = the copy
+            assert len(svc.store.list_sessions()) == 2
+        finally:
+            browser.close()
