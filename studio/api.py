@@ -160,6 +160,18 @@ def register(svc: Services) -> None:
         copy = store.copy_session(s.id, owner=owner or None)
         return {"session_id": copy.id, "title": copy.title, "takes": copy.take_count}
 
+    def save_style(name: str, style_text: str = "", style_audio: str = "") -> dict:
+        """Save a named style from a prompt or an uploaded recording (its embedding is kept)."""
+        try:
+            st = svc.save_style(name, text=style_text, audio=style_audio or None)
+        except Exception as exc:
+            raise gr.Error(str(exc)) from None
+        return {"name": st.name, "embedding": st.embedding_path, "prompt": st.prompt}
+
+    def styles() -> list:
+        """The saved styles (use one with style_source="saved", style_saved=NAME)."""
+        return [{"name": x.name, "prompt": x.prompt, "source": x.source} for x in store.list_styles()]
+
     def lyrics_report(lyrics: str, duration: float = 95) -> dict:
         """The per-line report for lyrics at a song length (what will be sung, dropped, rushed)."""
         from engine.request import SongRequest, layout_request_lyrics
@@ -178,8 +190,8 @@ def register(svc: Services) -> None:
         except Exception as exc:
             raise gr.Error(str(exc)) from None
 
-    for fn in (submit, take, follow, cancel, retry, set_take, takes, sessions, share, revoke, shared, copy_shared, lyrics_report,
-               time_lyrics):
+    for fn in (submit, take, follow, cancel, retry, set_take, takes, sessions, share, revoke, shared, copy_shared,
+               save_style, styles, lyrics_report, time_lyrics):
         gr.api(fn, api_name=fn.__name__, concurrency_limit=svc.config.follow_concurrency if fn is follow else 8,
                concurrency_id="follow" if fn is follow else None)
 

@@ -21,7 +21,7 @@ from studio.forms import ComposeForm, FormError
 from studio.handlers_takes import TakeHandlers
 from studio.page import Page
 from studio.services import Services, UploadRefused
-from studio.store import ACTIVE_STATUSES, StoreError
+from studio.store import ACTIVE_STATUSES
 
 log = logging.getLogger(__name__)
 
@@ -92,14 +92,14 @@ class Handlers(TakeHandlers):
 
     def save_style(self, name: str, source: str, text: str, audio_path: str) -> dict:
         s = self.page.style
+        if source == "text" and not (text or "").strip() or source == "audio" and not audio_path:
+            return {s.save_note: "Fill in a text prompt or a reference song first."}
+        if source == "saved":
+            return {s.save_note: "This is already a saved style."}
         try:
-            if source == "text":
-                style = self.svc.store.save_style(name, prompt=text, source="text")
-            elif source == "audio" and audio_path:
-                style = self.svc.store.save_style(name, prompt="", source=str(self.svc.checked_path(audio_path)))
-            else:
-                return {s.save_note: "Fill in a text prompt or a reference song first."}
-        except (StoreError, PathRefused) as exc:
+            style = self.svc.save_style(name, text=text if source == "text" else "",
+                                        audio=audio_path if source == "audio" else None)
+        except Exception as exc:  # bad name, path outside the data dir, model not loaded
             return {s.save_note: f"⚠ {exc}"}
         names = [x.name for x in self.svc.store.list_styles()]
         return {s.save_note: f"Saved as **{style.name}**.", s.saved: gr.Dropdown(choices=names)}

@@ -204,3 +204,32 @@ def test_without_weights_the_page_opens_and_names_the_fetch_command(tmp_path: Pa
         with pytest.raises(Exception, match="studio models fetch"):
             c.predict(form(), "", "", api_name="/submit")
         assert c.predict("", "", api_name="/sessions") == []  # the rest of the studio works
+
+
+def test_saved_style_is_an_embedding_that_generates(studio) -> None:
+    _, svc, c = studio
+    saved = c.predict("Night drive", "dark synthwave, male vocals", "", api_name="/save_style")
+    emb = np.load(saved["embedding"])
+    assert emb.shape in ((512,), (1, 512)) and Path(saved["embedding"]).parent == svc.config.styles_dir
+    assert "Night drive" in [s["name"] for s in c.predict(api_name="/styles")]
+    with pytest.raises(Exception, match="not allowed"):
+        c.predict("../escape", "x", "", api_name="/save_style")
+    r = c.predict(form(style_source="saved", style_saved="Night drive", style_text=""), "", "", api_name="/submit")
+    take = run_take(c, r["takes"][0])[1]
+    assert take["status"] == "done" and take["request"]["style"]["embedding"] == saved["embedding"]
+    with pytest.raises(Exception, match="No saved style"):
+        c.predict(form(style_source="saved", style_saved="Nope"), "", "", api_name="/submit")
+
+
+def test_queue_position_is_reported_while_waiting(studio) -> None:
+    _, svc, c = studio
+    ready = svc.engine.pipeline.max_ready  # takes admitted past the queue
+    busy = c.predict(form(steps=200, variations=min(ready + 1, 16)), "", "", api_name="/submit")
+    waiting = c.predict(form(steps=4), "", "", api_name="/submit")
+    try:
+        first = next(iter(c.submit(waiting["takes"][0], api_name="/follow")))
+        assert first["status"] == "queued" and first["queue_position"] >= 1
+        assert first["phase"].startswith("queued: position")
+    finally:
+        c.predict(busy["takes"][0], api_name="/cancel")
+    assert run_take(c, waiting["takes"][0])[1]["status"] == "done"  # it runs once the card is free
