@@ -157,6 +157,8 @@ def _binary_data(a: Tensor, b: Tensor | float, op: str) -> tuple[torch.Tensor, t
     if isinstance(b, Tensor):
         _tile(a, b, op=op)
         _need(a.data.ndim == b.data.ndim, f"{op}: ranks differ {a} {b}")
+        # conservative: the backend never relies on broadcasting over the batch dim (unverified on 0.81.1)
+        _need(a.data.shape[0] == b.data.shape[0], f"{op}: batch dims differ {a} {b} (no batch broadcasting)")
         return a.data, b.data
     return a.data, float(b)
 
@@ -184,6 +186,7 @@ def multiply(a: Tensor, b: Tensor | float, *, dtype: DataType | None = None, act
 @device_op("addcmul")
 def addcmul(a: Tensor, b: Tensor, c: Tensor, *, value: float = 1.0, memory_config: Any = None, **kw: Any) -> Tensor:
     _tile(a, b, c, op="addcmul")
+    _need(a.data.shape[0] == b.data.shape[0] == c.data.shape[0], "addcmul: batch dims differ (no batch broadcasting)")
     return _out(a.data + value * b.data * c.data, a)
 
 

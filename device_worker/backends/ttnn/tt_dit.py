@@ -96,11 +96,16 @@ class TtDiT:
                                | {k: rows(dev, weights[p + k], prec.rows_fp32) for k in ("ln1", "ln2")})
         self.conv_host = [weights[f"conv.{i}.w"].float() for i in range(2)]  # [g, 31 cg, cg]
         self.conv_w: dict[tuple[int, int], Any] = {}  # (conv, batch) -> [1, b * g, 31 cg, cg] bf16
-        self.conv_b = [rows(dev, weights[f"conv.{i}.b"], False) for i in range(2)]
-        for i in range(2):  # the usual batch now, so the song-time device state never depends on it
-            self._conv_weight(i, 2 if prec.batch_branches else 1)
+        # per-channel rows carry the guidance-row batch dim: no op here relies on batch broadcasting
+        self.row_host = {"conv.0.b": weights["conv.0.b"].float(), "conv.1.b": weights["conv.1.b"].float(),
+                         "out.b": weights["out.b"].float()}
+        self.row_dev: dict[tuple[str, int], Any] = {}
+        batch = 2 if prec.batch_branches else 1  # the usual batch now: song-time allocations never add them
+        for i in range(2):
+            self._conv_weight(i, batch)
+        for name in self.row_host:
+            self._row(name, batch)
         self.w_out = up("out.w")
-        self.b_out = rows(dev, weights["out.b"], True)
         self.trans_mat = upload(dev, rope_trans_mat(), bf)
         self._tracer: Any = None  # tt_trace.DiTTracer, built on first use in trace mode
 
@@ -128,7 +133,7 @@ class TtDiT:
         free(te)
         cos, sin = pair_rope_tables(self.dit, s)  # [1, 1, s, k]
         song.dev["cos"], song.dev["sin"] = upload(self.dev, cos, ttnn.bfloat16), upload(self.dev, sin, ttnn.bfloat16)
-        mask = (torch.arange(s) < n).float()[None, None, :, None].expand(1, 1, s, d)
+        mask = (torch.arange(s) < n).float()[None, None, :, None].expand(b, 1, s, d)  # [b, 1, s, d]
         song.dev["row_mask"] = upload(self.dev, mask, ttnn.bfloat16)
         if not self.cfg.causal:
             if self.prec.windowed_attention:
@@ -182,6 +187,13 @@ class TtDiT:
             self.conv_w[(i, b)] = upload(self.dev, w.repeat(b, 1, 1)[None], ttnn.bfloat16)
         return self.conv_w[(i, b)]
 
+    def _row(self, name: str, b: int) -> Any:
+        """A bias row as [b, 1, 1, d] (fp32 for the output bias, DRPrecision.rows_fp32)."""
+        if (name, b) not in self.row_dev:
+            fp32 = name == "out.b" and self.prec.rows_fp32
+            self.row_dev[(name, b)] = rows(self.dev, self.row_host[name].expand(b, -1), fp32)
+        return self.row_dev[(name, b)]
+
     def _conv(self, x: Any, i: int) -> Any:
         """Grouped k31 conv (padding 15) as per-group unfolded matmuls: [b, 1, s, d] bf16 -> same."""
         b, _, s, d = x.shape
@@ -206,7 +218,7 @@ class TtDiT:
         free(yr)
         yt = ttnn.to_layout(ttnn.reshape(yp, [b, 1, s, d]), ttnn.TILE_LAYOUT)
         free(yp)
-        out = ttnn.add(yt, self.conv_b[i], memory_config=MEM)
+        out = ttnn.add(yt, self._row(f"conv.{i}.b", b), memory_config=MEM)
         free(yt)
         return out
 
@@ -304,7 +316,7 @@ class TtDiT:
         o = ttnn.linear(mod, self.w_out, compute_kernel_config=self.cf.mm, memory_config=MEM,
                         dtype=ttnn.float32 if self.prec.out_fp32 else ttnn.bfloat16)
         free(mod)
-        out = ttnn.add(o, self.b_out, memory_config=MEM, dtype=ttnn.float32)
+        out = ttnn.add(o, self._row("out.b", o.shape[0]), memory_config=MEM, dtype=ttnn.float32)
         free(o)
         return out
 
