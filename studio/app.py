@@ -33,6 +33,9 @@ def build_app(svc: Services) -> gr.Blocks:
             gr.Markdown("# ♪ DiffRhythm Studio\nWrite lyrics, pick a style, make songs — every take is kept.",
                         elem_id="brand")
         banner = gr.Markdown(svc.model_status.banner_markdown(), elem_id="model-banner")
+        # While the workers load (or model files download), the banner follows their progress.
+        banner_timer = gr.Timer(2.0, active=bool(svc.model_status.loading))
+        fetch = gr.Button("Download the model files", visible=False, elem_id="fetch-models", size="sm")
         shared = history.build_shared()
         with gr.Row(equal_height=False):
             with gr.Column(scale=6, elem_id="compose-col"):
@@ -51,12 +54,27 @@ def build_app(svc: Services) -> gr.Blocks:
         handlers = Handlers(svc, page)
         api.register(svc)  # first, so the stable endpoints get their plain names
         events.wire(page, handlers, svc.config.follow_concurrency)
+        def banner_state() -> dict:
+            st = svc.model_status
+            return {banner: st.banner_markdown(), banner_timer: gr.Timer(active=bool(st.loading)),
+                    fetch: gr.Button(visible=bool(st.can_fetch and not st.ready and not st.loading))}
+
+        def start_fetch() -> dict:
+            if svc.on_fetch is not None:
+                svc.on_fetch()
+            return {**banner_state(), banner_timer: gr.Timer(active=True)}
+
+        banner_timer.tick(banner_state, outputs=[banner, banner_timer, fetch], show_progress="hidden",
+                          api_visibility="private")
+        fetch.click(start_fetch, outputs=[banner, banner_timer, fetch], api_visibility="private")
+        demo.load(banner_state, outputs=[banner, banner_timer, fetch], show_progress="hidden",
+                  api_visibility="private")
         load = demo.load(handlers.on_load, [owner, session], [*page.session_outputs(), owner, token, banner],
-                         api_visibility="private")
+                         show_progress="hidden", api_visibility="private")
         load.then(handlers.watch, session, [session, gen.message, gen.progress, gen.preview, tks.listing,
                                             gen.edit_take, hist.sessions, *page.take_outputs()],
                   concurrency_limit=svc.config.follow_concurrency, concurrency_id="follow",
-                  api_visibility="private")
+                  show_progress="hidden", api_visibility="private")
     demo.studio_page = page  # type: ignore[attr-defined]  # for tests that inspect the layout
     return demo
 

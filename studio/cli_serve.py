@@ -115,9 +115,9 @@ def _load_engine(svc: Any, data_dir: Path, model: str, dits: tuple[str, ...], va
     try:
         models = _models(model, dits, vae, models_dir, svc)
     except Exception as exc:
-        missing = [str(exc)]
         log.warning("[serve] model files missing: %s", exc)
-        svc.model_status = ModelStatus(ready=False, missing=missing, detail=_offline_hint())
+        _offer_fetch(svc, exc, models_dir,
+                     lambda: _load_engine(svc, data_dir, model, dits, vae, models_dir, plan, crop))
         return
     try:
         from engine.config import EngineConfig
@@ -137,6 +137,34 @@ def _load_engine(svc: Any, data_dir: Path, model: str, dits: tuple[str, ...], va
     except Exception as exc:
         log.exception("[serve] the workers did not start")
         svc.model_status = ModelStatus(ready=False, missing=[], detail=f"The workers did not start: {exc}")
+
+
+def _offer_fetch(svc: Any, exc: Exception, models_dir: str | None, retry: Any) -> None:
+    """Name every missing file; online, let the page download them and then start the workers."""
+    from studio.fetcher import Fetcher, can_fetch, missing_files
+    from studio.services import ModelStatus
+
+    try:
+        missing = [f"{m}: {spec.filename}" for m, spec in missing_files(models_dir)] or [str(exc)]
+    except Exception:
+        missing = [str(exc)]
+    online = can_fetch()
+    svc.model_status = ModelStatus(ready=False, missing=missing, detail=_offline_hint(), can_fetch=online)
+    if not online:
+        return
+
+    def progress(text: str) -> None:
+        svc.model_status = ModelStatus(ready=False, loading=text)
+
+    def done(failures: list[str]) -> None:
+        if failures:
+            svc.model_status = ModelStatus(ready=False, missing=failures, can_fetch=True,
+                                           detail="Some downloads failed; press the button to try again.")
+        else:
+            retry()
+
+    fetcher = Fetcher(progress, done, models_dir=models_dir)
+    svc.on_fetch = fetcher.start
 
 
 def _models(model: str, dits: tuple[str, ...], vae: str | None, models_dir: str | None, svc: Any) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ class ModelStatus:
     workers: str = ""  # e.g. "torch:cpu float32" (precision is a worker setting: `serve --precision`)
 
     loading: str = ""  # set while the workers start: what they are doing
+    can_fetch: bool = False  # online and files missing: the page offers to download them
 
     def banner_markdown(self) -> str:
         if self.loading:
@@ -48,8 +50,10 @@ class ModelStatus:
             return ""
         lines = ["⚠ **Songs cannot be made yet: model files are missing.**"]
         lines += [f"- `{m}`" for m in self.missing[:12]]
-        lines.append(f"\nFetch them with `{self.fetch_command}`, then restart `studio serve` "
-                     "(or try the whole flow now with `studio serve --model test`).")
+        how = ("Press **Download the model files** below (progress shows here), or run "
+               f"`{self.fetch_command}` and restart `studio serve`" if self.can_fetch else
+               f"Fetch them with `{self.fetch_command}`, then restart `studio serve`")
+        lines.append(f"\n{how} (or try the whole flow now with `studio serve --model test`).")
         if self.detail:
             lines.append(f"\n{self.detail}")
         return "\n".join(lines)
@@ -63,6 +67,7 @@ class Services:
         self.engine = engine
         self.runner = TakeRunner(engine, store) if engine is not None else None
         self.model_status = model_status or ModelStatus(ready=engine is not None)
+        self.on_fetch: Callable[[], bool] | None = None  # set by `studio serve` when it can download files
         for d in (config.uploads_dir, config.styles_dir, config.cache_dir):
             d.mkdir(parents=True, exist_ok=True)
 

@@ -53,7 +53,8 @@ def gradio_env(tmp: Path) -> dict[str, str]:
 
 
 @contextmanager
-def in_process_studio(data_dir: Path, models: Any | None, *, crop_frames: int = 64, **config: Any):
+def in_process_studio(data_dir: Path, models: Any | None, *, crop_frames: int = 64, status: Any = None,
+                      **config: Any):
     """The app launched in this process (engine with one real CPU worker, or none: no weights)."""
     from studio.app import build_app, launch
     from studio.config import StudioConfig
@@ -67,7 +68,7 @@ def in_process_studio(data_dir: Path, models: Any | None, *, crop_frames: int = 
 
         engine = Engine(EngineConfig(data_dir, models, workers=[WorkerSpec(threads=1)], crop_frames=crop_frames,
                                      lock_dir=str(data_dir / "locks")))
-    status = (ModelStatus(ready=True, label="TEST MODEL: tiny random weights, noise not music") if engine else
+    status = status or (ModelStatus(ready=True, label="TEST MODEL: tiny random weights, noise not music") if engine else
               ModelStatus(ready=False, missing=["model file cfm_model.pt of 'diffrhythm-1.2' is missing; "
                                                 "run `studio models fetch`"]))
     svc = Services(Store(data_dir), StudioConfig(data_dir, **config), engine=engine, model_status=status)

@@ -20,6 +20,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # Gradio shows handler failures as "Error" toasts and status badges; none may appear.
 NO_ERRORS = "document.body.innerText.includes('Error')"
+BUSY = "document.body.innerText.includes('processing')"  # gradio's per-output spinner text
 SHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
 LYRICS = ("[00:00.50]Neon rain on the window\n[00:01.60]I drive until the morning\n[00:02.60]\n")
 
@@ -68,6 +69,7 @@ def test_compose_generate_listen_share(studio_url) -> None:
                                    state="attached", timeout=120_000)
             page.wait_for_function("document.querySelector('#takes').innerText.includes('done')", timeout=60_000)
             page.wait_for_timeout(1500)  # let the waveform picture paint
+            page.wait_for_function(f"!({BUSY})", timeout=30_000)
             save(page, tmp, "studio.png")
             assert not page.evaluate(NO_ERRORS), "an error toast or error status is on the page"
             takes = svc.store.list_takes(svc.store.list_sessions()[0].id)
@@ -91,6 +93,7 @@ def test_compose_generate_listen_share(studio_url) -> None:
             other.wait_for_function("document.querySelector('#takes').innerText.includes('done')", timeout=30_000)
             assert not other.locator("#generate").is_visible()  # read-only: no Generate
             assert not other.locator("#take-delete").is_visible()
+            other.wait_for_function(f"!({BUSY})", timeout=30_000)
             save(other, tmp, "shared.png")
             assert not other.evaluate(NO_ERRORS), "an error toast or error status is on the page"
             other.click("#copy-shared")
@@ -101,3 +104,42 @@ def test_compose_generate_listen_share(studio_url) -> None:
             assert len(svc.store.list_sessions()) == 2
         finally:
             browser.close()
+
+
+def test_without_weights_the_page_says_what_is_missing_and_downloads_with_progress(tmp_path: Path) -> None:
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    from studio.services import ModelStatus
+
+    missing = ["diffrhythm-1.2: cfm_model.pt", "vae: vae_model.pt", "mulan: pytorch_model.bin"]
+    status = ModelStatus(ready=False, missing=missing, can_fetch=True)
+    os.environ["GRADIO_TEMP_DIR"] = str(tmp_path / "gradio")
+    with in_process_studio(tmp_path / "data", None, status=status) as (url, svc):
+        started = []
+
+        def fake_fetch() -> bool:  # the real one downloads; here only the banner's progress matters
+            started.append(True)
+            svc.model_status = ModelStatus(ready=False, loading="downloading file 2 of 3: vae / vae_model.pt (~600 MB)")
+            return True
+
+        svc.on_fetch = fake_fetch
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1440, "height": 900})
+                page.goto(url)
+                page.wait_for_function(
+                    "document.querySelector('#model-banner')?.innerText.includes('studio models fetch')",
+                    timeout=30_000)
+                assert "cfm_model.pt" in page.inner_text("#model-banner")
+                page.wait_for_function(f"!({BUSY})", timeout=30_000)
+                save(page, tmp_path, "no-weights.png")
+                page.click("#fetch-models")
+                page.wait_for_function(
+                    "document.querySelector('#model-banner')?.innerText.includes('downloading file 2 of 3')",
+                    timeout=30_000)
+                assert started == [True]
+            finally:
+                browser.close()

@@ -26,7 +26,7 @@ class SharedUI:
 
 
 def build() -> HistoryUI:
-    new = gr.Button("＋ New session", elem_id="new-session")
+    new = gr.Button("+ New session", elem_id="new-session")
     query = gr.Textbox(label="Search (title, lyrics, style)", max_lines=1, elem_id="search")
     sessions = gr.Radio(label="Sessions", choices=[], elem_id="sessions")
     with gr.Accordion("Share this session", open=False):
