@@ -140,7 +140,11 @@ def render(jobs_file: str | None, out: Path | None, lyrics_path: str | None, sty
                                                         threads),
                         policy=policy, crop_frames=test_crop_frames, resume=resume and not one_song,
                         strict=strict, quiet=quiet, session=session)
-    result = Batch(opts).run()
+    try:
+        result = Batch(opts).run()
+    except KeyboardInterrupt:  # before the workers started (validation, model files): nothing to clean up
+        click.echo("\ninterrupted before rendering began", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     if song_out is not None and result.code == EXIT_OK:
         try:
             result.summary["files"] = files = single.deliver(outdir, song_out)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from click.testing import CliRunner
 from engine.request import Problem
 from studio.render.identity import RunSettings, identity, identity_hash
 from studio.render.jobs import parse_jobs
-from studio.render.outdir import Manifest, OutDir, write_json
+from studio.render.outdir import Manifest, OutDir, OutDirBusy, write_json
 from studio.render.progress import Progress
 from studio.render.runner import Interrupts
 
@@ -123,13 +124,18 @@ def test_outdir_commit_replaces_by_rename_and_completed_checks_identity_and_file
     write_json(new / "render.json", {"status": "done", "identity_hash": "h2",
                                      "takes": [{"files": {"wav": "new.wav"}}]})
     od.commit(new, "a")
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.is_dir()) == ["a"]
     assert sorted(p.name for p in (tmp_path / "out" / "a").iterdir()) == ["new.wav", "render.json"]
     (tmp_path / "out" / "a" / "new.wav").write_bytes(b"")  # an empty file is not a finished song
     assert od.completed("a", "h2") is None
     debris = od.new_partial("b")
     (tmp_path / "out" / ".old-a-1234").mkdir()
-    assert sorted(od.prepare()) == [".old-a-1234", debris.name]
+    with pytest.raises(OutDirBusy, match=rf"another studio render \(pid {os.getpid()}\) is writing"):
+        OutDir(tmp_path / "out").prepare()  # a second run would take our temporaries for debris
+    assert debris.is_dir()
+    od.release()
+    later = OutDir(tmp_path / "out")
+    assert sorted(later.prepare()) == [".old-a-1234", debris.name]
     od.write_failure("c", {"error": "E: x"})
     assert json.loads((tmp_path / "out" / "c" / "failure.json").read_text()) == {"error": "E: x"}
     m = Manifest(tmp_path / "out", {"jobs_file": "j"})
@@ -154,12 +160,18 @@ def test_progress_plain_lines_and_terminal_bars() -> None:
     assert "[1/2] a: started" in text and "a: step 3/8  ETA 1:05" in text
     assert "[1/2] a: ok (0:00)" in text and "[2/2] b: FAILED: ValueError: nope" in text
     term = io.StringIO()
-    p = Progress(4, stream=term, tty=True)
+    p = Progress(4, stream=term, tty=True, draw_s=0.0)
     p.start("a", 2)
     p.event("a", ev.Decoding("j", take=1, j=2, total=4, window_s=0.1, eta_s=5.0))
     out = term.getvalue()
     assert "all  [" in out and "job  [" in out and "a take 2/2: decode window 2/4  ETA 0:05" in out
     assert "\x1b[J" in out  # redrawn in place
+    busy = io.StringIO()
+    p = Progress(1, stream=busy, tty=True)
+    p.start("a", 1)
+    for k in range(1, 200):
+        p.event("a", ev.Step("j", take=0, k=k, total=200, step_s=0.001, eta_s=1.0))
+    assert busy.getvalue().count("all  [") <= 3  # ~10 frames a second, not one per step
     quiet = io.StringIO()
     p = Progress(1, stream=quiet, quiet=True, tty=False)
     p.start("a", 1)

@@ -16,7 +16,7 @@ from typing import Any
 
 from studio.render.identity import RunSettings, identity, identity_hash
 from studio.render.jobs import ParsedJobs, parse_jobs
-from studio.render.outdir import Manifest, OutDir, now_iso
+from studio.render.outdir import Manifest, OutDir, OutDirBusy, now_iso
 from studio.render.progress import Progress
 from studio.render.runner import EXIT_INTERRUPTED, BatchRunner, Interrupts, Pending
 
@@ -79,10 +79,22 @@ class Batch:
             self.say(f"error: {why}")
             return Result(EXIT_USAGE, {"ok": False, "status": "refused", "problems": problems,
                                        "counts": {"invalid": len(parsed.invalid_lines)}})
+        outdir = OutDir(o.outdir)
+        try:
+            outdir.prepare()
+        except OutDirBusy as exc:
+            self.say(f"error: {exc}")
+            return Result(EXIT_USAGE, {"ok": False, "status": "refused", "error": str(exc), "problems": problems})
+        try:
+            return self._run_jobs(engine, specs, parsed, problems, outdir)
+        finally:
+            outdir.release()
+
+    def _run_jobs(self, engine: Any, specs: list[Any], parsed: ParsedJobs, problems: list[dict[str, Any]],
+                  outdir: OutDir) -> Result:
+        o = self.opts
         settings = RunSettings(models=engine.model_ids, crop_frames=o.crop_frames,
                                workers=tuple(sorted({f"{s.backend}/{s.precision}" for s in specs})))
-        outdir = OutDir(o.outdir)
-        outdir.prepare()
         manifest = Manifest(o.outdir, {
             "manifest_version": 1, "jobs_file": o.source, "outdir": str(o.outdir), "started": now_iso(),
             "models": engine.model_ids, "settings": {"policy": o.policy, "workers": [s.name for s in specs],

@@ -10,6 +10,7 @@ filesystem), the manifest included, so a reader never sees half a JSON document.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -21,6 +22,7 @@ from typing import Any
 RENDER_RECORD = "render.json"
 FAILURE_RECORD = "failure.json"
 MANIFEST = "manifest.json"
+LOCK = ".render.lock"
 PARTIAL_PREFIX = ".partial-"
 OLD_PREFIX = ".old-"
 
@@ -43,19 +45,44 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+class OutDirBusy(RuntimeError):
+    """Another `studio render` is writing this folder."""
+
+
 class OutDir:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._lock: Any = None
 
     def prepare(self) -> list[str]:
-        """Create the folder; remove hidden debris that killed runs left. Returns what was removed."""
+        """Create and lock the folder (one run at a time: a second one would take the first one's
+        temporaries for debris); remove hidden debris that killed runs left. Returns what was removed."""
         self.root.mkdir(parents=True, exist_ok=True)
+        fh = open(self.root / LOCK, "a+")  # noqa: SIM115 - held for the run; the kernel drops it at exit
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read().strip() or "?"
+            fh.close()
+            raise OutDirBusy(f"another studio render (pid {holder}) is writing {self.root}; wait for it, "
+                             "or choose another -o") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        self._lock = fh
         removed = []
         for p in self.root.iterdir():
             if p.is_dir() and p.name.startswith((PARTIAL_PREFIX, OLD_PREFIX)):
                 shutil.rmtree(p, ignore_errors=True)
                 removed.append(p.name)
         return removed
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def job_dir(self, job_id: str) -> Path:
         return self.root / job_id

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 BAR = 24
+DRAW_S = 0.1
 
 
 def fmt_s(seconds: float | None) -> str:
@@ -45,6 +46,15 @@ class JobState:
                 "decoding": 0.85 + 0.15 * self.k / max(self.total, 1)}.get(self.phase, 0.0)
         return (self.take + part) / max(self.takes, 1)
 
+    def job_eta(self, now: float | None = None) -> float | None:
+        """The whole job's time left: this take's ETA plus the takes after it at the pace so far."""
+        if self.eta_s is None:
+            return None
+        done = self.fraction() * self.takes
+        elapsed = (time.monotonic() if now is None else now) - self.started
+        per_take = elapsed / done if done > 0.05 else 0.0
+        return self.eta_s + (self.takes - self.take - 1) * per_take
+
     def describe(self) -> str:
         take = f" take {self.take + 1}/{self.takes}" if self.takes > 1 else ""
         what = {"steps": f"step {self.k}/{self.total}", "decoding": f"decode window {self.k}/{self.total}"}
@@ -53,17 +63,18 @@ class JobState:
 
 class Progress:
     def __init__(self, total: int, *, stream: TextIO | None = None, quiet: bool = False,
-                 tty: bool | None = None, every_s: float = 5.0) -> None:
+                 tty: bool | None = None, every_s: float = 5.0, draw_s: float = DRAW_S) -> None:
         self.stream = stream or sys.stderr
         self.quiet = quiet
         self.tty = self.stream.isatty() if tty is None else tty
         self.total = total  # jobs this run renders (skipped ones are not counted)
         self.finished = 0
-        self.every_s = every_s
+        self.every_s, self.draw_s = every_s, draw_s
         self.jobs: dict[str, JobState] = {}  # started, not ended (insertion order = start order)
         self._job_times: list[float] = []
         self._drawn = 0
         self._last_line = 0.0
+        self._last_draw = 0.0
         self._t0 = time.monotonic()
 
     # -- messages ---------------------------------------------------------------------------------
@@ -86,8 +97,9 @@ class Progress:
 
     @property
     def current(self) -> JobState | None:
-        """The job shown in the second bar: the newest one started that has not ended."""
-        return next(reversed(self.jobs.values()), None)
+        """The job shown in the second bar: the oldest one not ended (with `fifo`, the one on the card;
+        later ones are already placed on a worker but wait their turn)."""
+        return next(iter(self.jobs.values()), None)
 
     def event(self, job_id: str, e: Any) -> None:
         from engine import events as ev
@@ -98,17 +110,18 @@ class Progress:
         if isinstance(e, ev.Preparing):
             st.phase = f"preparing {e.what}"
         elif isinstance(e, ev.Running):
-            st.take, st.phase, st.k = e.take, "starting", 0
+            st.take, st.phase, st.k = e.take, f"on {e.worker}", 0
         elif isinstance(e, (ev.Step, ev.Decoding)):
             st.take, st.phase = e.take, "steps" if isinstance(e, ev.Step) else "decoding"
             st.k, st.total, st.eta_s = (e.k, e.total, e.eta_s) if isinstance(e, ev.Step) else (e.j, e.total, e.eta_s)
         else:
             return
         if self.tty:
-            self._draw()
+            if time.monotonic() - self._last_draw >= self.draw_s:  # a terminal needs ~10 frames/s, not every step
+                self._draw()
         elif time.monotonic() - self._last_line >= self.every_s and st.phase in ("steps", "decoding"):
             self._last_line = time.monotonic()
-            self.message(f"  {st.describe()}  ETA {fmt_s(st.eta_s)}")
+            self.message(f"  {st.describe()}  ETA {fmt_s(st.job_eta())}")
 
     def end(self, job_id: str, outcome: str, detail: str = "") -> None:
         st = self.jobs.pop(job_id, None)
@@ -130,7 +143,8 @@ class Progress:
         per_job = sum(self._job_times) / len(self._job_times)
         left = max(self.total - self.finished - len(self.jobs), 0) * per_job
         for st in self.jobs.values():
-            left += st.eta_s if st.eta_s is not None else per_job
+            eta = st.job_eta()
+            left += eta if eta is not None else per_job
         return left
 
     def _lines(self) -> list[str]:
@@ -138,7 +152,7 @@ class Progress:
         lines = [f"all  [{bar(frac)}] {self.finished}/{self.total} jobs  ETA {fmt_s(self.overall_eta())}"]
         st = self.current
         if st is not None:
-            lines.append(f"job  [{bar(st.fraction())}] {st.describe()}  ETA {fmt_s(st.eta_s)}")
+            lines.append(f"job  [{bar(st.fraction())}] {st.describe()}  ETA {fmt_s(st.job_eta())}")
         return lines
 
     def _draw(self) -> None:
@@ -149,6 +163,7 @@ class Progress:
         self.stream.write("\n".join(line[:160] for line in lines))
         self.stream.flush()
         self._drawn = len(lines)
+        self._last_draw = time.monotonic()
 
     def _clear(self) -> None:
         if self.tty and self._drawn:

@@ -60,6 +60,7 @@ class BatchRunner:
         self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._active: dict[str, Active] = {}
         self._started_ids: list[str] = []
+        self._store_warned = False
 
     # -- the loop ---------------------------------------------------------------------------------
     def run(self, todo: list[Pending]) -> None:
@@ -99,8 +100,9 @@ class BatchRunner:
         self.manifest.set(p.job.line, id=p.job.id, outcome="queued", identity_hash=p.ident_hash,
                           seeds=request.seeds(), folder=p.job.id)
         if self.recorder is not None:
-            take_ids = self.recorder.submitted(p.job.id, request)
-            self.manifest.set(p.job.line, store_take_ids=take_ids)
+            take_ids = self._record("submitted", p.job.id, request)
+            if take_ids:
+                self.manifest.set(p.job.line, store_take_ids=take_ids)
         self.manifest.write("running")
         threading.Thread(target=self._forward, args=(p.job.id, handle), name=f"render-{p.job.id}",
                          daemon=True).start()
@@ -125,8 +127,7 @@ class BatchRunner:
             self.manifest.set(act.pending.job.line, outcome="running", started=now_iso())
             self.manifest.write("running")
         self.progress.event(job_id, e)
-        if self.recorder is not None:
-            self.recorder.event(job_id, e)
+        self._record("event", job_id, e)
         if isinstance(e, ev.TakeDone):
             act.takes[e.result.take] = e.result
         elif isinstance(e, ev.Done):
@@ -137,6 +138,20 @@ class BatchRunner:
             self._fail(act.pending, e.error, e.take, list(act.last_events))
         elif isinstance(e, ev.Cancelled):
             self._cancelled(act, e.reason)
+
+    def _record(self, method: str, *args: Any) -> Any:
+        """A store call that cannot sink the batch: the folders and the manifest are the truth; the
+        studio's history is a mirror, so a locked or broken database is a warning (once), not a failure."""
+        if self.recorder is None:
+            return None
+        try:
+            return getattr(self.recorder, method)(*args)
+        except Exception as exc:  # noqa: BLE001 - any store error
+            if not self._store_warned:
+                self._store_warned = True
+                self.progress.message(f"warning: the studio's store: {type(exc).__name__}: {exc} "
+                                      "(rendering continues; the manifest is complete)")
+            return None
 
     # -- outcomes ---------------------------------------------------------------------------------
     def _done(self, act: Active, e: Any) -> None:
@@ -155,8 +170,7 @@ class BatchRunner:
                           files=[{k: f"{p.job.id}/{v}" for k, v in t["files"].items()} for t in takes],
                           timings_s=e.timings, wall_s=wall)
         self.manifest.write("running")
-        if self.recorder is not None:
-            self.recorder.done(p.job.id, takes, folder)
+        self._record("done", p.job.id, takes, folder)
         self.progress.end(p.job.id, "done")
 
     def _fail(self, p: Pending, error: str, take: int | None, last_events: list[dict[str, Any]]) -> None:
@@ -169,8 +183,7 @@ class BatchRunner:
         self.manifest.set(p.job.line, id=p.job.id, outcome="failed", error=error, finished=now_iso(),
                           folder=p.job.id)
         self.manifest.write("running")
-        if self.recorder is not None:
-            self.recorder.ended(p.job.id, FAILED, error)
+        self._record("ended", p.job.id, FAILED, error)
         if p.job.id not in self._started_ids:
             self.progress.start(p.job.id, p.job.request.variations)
         self.progress.end(p.job.id, "failed", error)
@@ -185,8 +198,7 @@ class BatchRunner:
         # A job still waiting in the engine's queue never began: say so rather than "cancelled".
         self.manifest.set(p.job.line, outcome="cancelled" if started else "not-started", error=reason,
                           finished=now_iso(), folder=None)
-        if self.recorder is not None:
-            self.recorder.ended(p.job.id, CANCELLED, reason)
+        self._record("ended", p.job.id, CANCELLED, reason)
         if started:
             self.progress.end(p.job.id, "cancelled", reason)
 
