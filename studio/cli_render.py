@@ -139,7 +139,7 @@ def render(jobs_file: str | None, out: Path | None, lyrics_path: str | None, sty
                         models=models, plan=_WorkerPlan(workers, devices or (), backend, precision, secret_file,
                                                         threads),
                         policy=policy, crop_frames=test_crop_frames, resume=resume and not one_song,
-                        strict=strict, quiet=quiet, session=session)
+                        strict=strict, quiet=quiet, session=session, single=song_out is not None)
     try:
         result = Batch(opts).run()
     except KeyboardInterrupt:  # before the workers started (validation, model files): nothing to clean up
@@ -156,7 +156,10 @@ def render(jobs_file: str | None, out: Path | None, lyrics_path: str | None, sty
         result.summary.pop("manifest", None)
         result.summary["outdir"] = str(song_out.parent)
     elif song_out is not None:
-        result.summary["outdir"] = str(outdir)  # kept: failure.json says why
+        result.summary.pop("manifest", None)
+        if (outdir / "song" / "failure.json").is_file():  # kept: it says why
+            result.summary["failure"] = str(outdir / "song" / "failure.json")
+        result.summary["outdir"] = str(outdir) if outdir.exists() else None
     _print_summary(result.summary, as_json)
     sys.exit(result.code)
 
@@ -175,5 +178,6 @@ def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
         return
     counts = summary.get("counts") or {}
     parts = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing to do"
-    where = summary.get("manifest") or (summary.get("files") or {}).get("json") or summary.get("outdir")
+    where = (summary.get("manifest") or (summary.get("files") or {}).get("json") or summary.get("failure")
+             or summary.get("outdir"))
     click.echo(f"{summary.get('status', 'done')}: {parts}" + (f"  ({where})" if where else ""))

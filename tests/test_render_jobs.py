@@ -211,6 +211,8 @@ def test_strict_stops_before_any_worker_starts(tmp_path: Path) -> None:
     assert {(p["line"], p["field"]) for p in summary["problems"]} >= {(2, "duration")}
     assert "2 of 3 job(s) invalid; they stop the run (--strict)" in res.stderr
     assert "error: --strict: nothing was rendered" in res.stderr and "starting" not in res.stderr
+    assert res.stderr.count("line 2 (id 'long'): duration:") == 1  # request and model checks agree: once
+    assert "line 3 (id 'sung'): lyrics line 2:" in res.stderr  # the engine's lyric layout, line by line
     assert not (tmp_path / "out").exists()
 
 
@@ -221,6 +223,7 @@ def test_strict_stops_before_any_worker_starts(tmp_path: Path) -> None:
     (["--style", "x", "--duration", "95", "-o", "song.aiff"], "must end in one of .wav, .flac, .mp3, .ogg"),
     (["jobs.jsonl", "--seed", "3"], "per-line keys"),
     (["missing.jsonl"], "missing.jsonl: no such file"),
+    (["--style", "x", "--duration", "20", "-o", "s.wav", "--model", "test"], "error: duration: duration 20.0 s"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str],
                                              message: str) -> None:

@@ -38,6 +38,7 @@ class BatchOptions:
     strict: bool = False
     quiet: bool = False
     session: str | None = None
+    single: bool = False  # the one-song form: problems without jobs-file line numbers
     stream: Any = None  # stderr
 
 
@@ -75,8 +76,9 @@ class Batch:
         self._report(parsed)
         problems = [p.to_dict() for p in parsed.problems]
         if parsed.problems and (o.strict or not parsed.jobs):
-            why = "--strict: nothing was rendered" if o.strict else "no valid job: nothing was rendered"
-            self.say(f"error: {why}")
+            if not o.single:
+                why = "--strict: nothing was rendered" if o.strict else "no valid job: nothing was rendered"
+                self.say(f"error: {why}")
             return Result(EXIT_USAGE, {"ok": False, "status": "refused", "problems": problems,
                                        "counts": {"invalid": len(parsed.invalid_lines)}})
         outdir = OutDir(o.outdir)
@@ -185,6 +187,11 @@ class Batch:
 
     def _report(self, parsed: ParsedJobs) -> None:
         if not parsed.problems:
+            return
+        if self.opts.single:
+            for p in parsed.problems:
+                where = f"{p.field} line {p.lyric_line}" if p.lyric_line is not None else p.field
+                self.say(f"error: {where}: {p.message}")
             return
         n_bad = len(parsed.invalid_lines)
         total = len(parsed.lines)

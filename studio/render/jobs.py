@@ -102,6 +102,7 @@ def parse_jobs(text: str, base_dir: Path, validate: Callable[[SongRequest], list
             where = ", ".join(map(str, numbers))
             problems += [JobProblem(n, job_id, "id", f"{job_id!r} is used on lines {where}; ids must be unique")
                          for n in numbers]
+    problems = list(dict.fromkeys(problems))  # one cause can reach us twice (request and model checks)
     bad = {p.line for p in problems}
     problems.sort(key=lambda p: (p.line, p.field != "id"))
     if not lines:
