@@ -8,6 +8,7 @@ One mixed jobs file runs three times:
      SIGKILL mid-way (nothing can clean up): the killed job leaves no folder that looks complete.
   3. `--resume`: only what is missing renders; the failing job has failure.json; exit 1; the manifest,
      the JSON summary and the studio's store agree.
+  4. `--resume` of the good jobs only: all skipped, no worker started, exit 0.
 """
 
 from __future__ import annotations
@@ -170,6 +171,13 @@ def test_interrupt_kill_and_resume(batch_dir: Path) -> None:
     rec_c = assert_complete(out, "c", 2)
     assert all(set(t["files"]) == {"wav", "flac", "json"} for t in rec_c["takes"])
     assert "line 3 (id 'bad'): keys: unknown key(s) ['colour']" in err and "line 6 (id 'd'): id:" in err
+
+    # 4. Every good job complete and unchanged: nothing renders, no worker starts, exit 0.
+    good = tmp / "good.jsonl"
+    good.write_text("\n".join(json.dumps(j) for j in jobs_lines(5.0) if j["id"] in "aebc") + "\n")
+    code, summary, err = Run(tmp, good, "--resume").wait()
+    assert code == 0 and summary["ok"] and summary["counts"] == {"skipped": 4}, err[-2000:]
+    assert "starting" not in err and "4 job(s) complete and unchanged, skipped; 0 to render" in err
 
     # The studio's store saw every render of every run.
     from studio.store import Store
