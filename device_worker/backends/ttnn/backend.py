@@ -268,7 +268,7 @@ class TtnnBackend(Backend):
         return len(self._live)
 
     def info(self) -> dict[str, str]:
-        out = {"ttnn": ttnn_version(), "precision": self.prec.label(), "pid": str(os.getpid()),
+        out = {"ttnn": ttnn_version(), "ttnn.precision": self.prec.label(), "pid": str(os.getpid()),
                "kernel_cache": str(self.settings.kernel_cache), "warm_shapes": ",".join(self.warm_shapes())}
         if self.card.dev is not None:
             g = self.card.dev.compute_with_storage_grid_size()
