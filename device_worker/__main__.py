@@ -29,6 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--secret-file", default=None, help="shared secret: every message carries an HMAC")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     p.add_argument("--lock-dir", default=None, help="where the one-worker-per-device lock lives")
+    p.add_argument("--parent-pid", type=int, default=None,
+                   help="exit when this process (the engine that started the worker) is gone")
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -45,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         bind=args.bind, dit=args.dit, vae=args.vae, backend=args.backend, device=args.device,
         precision=args.precision, policy=args.policy, max_jobs=args.max_jobs, secret=read_secret(args.secret_file),
         threads=args.threads, lock_dir=args.lock_dir, style=args.style, mode=args.mode,
+        parent_pid=args.parent_pid,
     )
     try:
         return WorkerServer(cfg).serve()

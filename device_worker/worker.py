@@ -50,6 +50,7 @@ class WorkerConfig:
     lock_dir: str | None = None
     style: str | None = None  # style model checkpoint; None: STYLE answers "style model not loaded"
     mode: str = "mixed"  # half-precision flavour (device_worker.sampling)
+    parent_pid: int | None = None  # exit when this process is gone (a local worker must not outlive its engine)
 
 
 class WorkerServer:
@@ -89,6 +90,8 @@ class WorkerServer:
             self._push = self.ctx.socket(zmq.PUSH)
             self._push.connect(_INPROC)
             self._install_signals()
+            if self.cfg.parent_pid is not None:
+                threading.Thread(target=self._watch_parent, name="worker-parent", daemon=True).start()
             if not self._load():
                 return 1
             while not self._stop.is_set():
@@ -118,6 +121,16 @@ class WorkerServer:
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+
+    def _watch_parent(self) -> None:
+        """A local worker whose engine died (kill -9, a crash) would hold the card and its lock forever;
+        reparenting changes getppid(), so poll it and leave through the SIGTERM path (unit in flight first)."""
+        pid = self.cfg.parent_pid
+        while not self._stop.wait(1.0):
+            if os.getppid() != pid:
+                logger.warning("[shutdown] worker: parent pid=%s is gone, exiting", pid)
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
 
     def _load(self) -> bool:
         t0 = time.perf_counter()

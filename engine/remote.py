@@ -97,6 +97,8 @@ class Worker:
         argv = [*prefix, "-m", "device_worker", "--backend", self.backend, "--device", self.device,
                 "--bind", self.endpoint, "--dit", str(self.dit), "--vae", str(self.vae), "--policy", self.policy,
                 "--precision", self.precision, "--max-jobs", str(self.max_jobs)]
+        if not self.command:  # under a container/launcher prefix the worker's parent is not this process
+            argv += ["--parent-pid", str(os.getpid())]
         for flag, value in (("--threads", self.threads), ("--lock-dir", self.lock_dir), ("--style", self.style),
                             ("--secret-file", self.secret_file)):
             if value is not None:

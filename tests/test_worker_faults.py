@@ -171,3 +171,40 @@ def test_lock_stale_socket_sigterm_and_close(paths, tmp_path):
                 with pytest.raises(ProcessLookupError):
                     os.kill(x.proc.pid, 0)
         os.rmdir(sockdir) if os.path.isdir(sockdir) and not os.listdir(sockdir) else None
+
+
+def test_worker_exits_when_its_engine_is_killed(paths, tmp_path):
+    """A local worker must not outlive a SIGKILLed engine: it would hold the card and its device lock, and the
+    next `studio serve`/`render` would refuse to start ("another worker holds ...")."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "fake_studio.py"
+    script.write_text(
+        "import sys, time\n"
+        "from engine.remote import Worker\n"
+        f"w = Worker(dit={paths[0]!r}, vae={paths[1]!r}, threads=1, lock_dir={str(tmp_path)!r})\n"
+        "w.start(); w.wait_ready(60)\n"
+        "print(w.proc.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        worker_pid = int(parent.stdout.readline())
+        os.kill(worker_pid, 0)  # alive while the engine is
+        parent.kill()
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(worker_pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            os.kill(worker_pid, signal.SIGKILL)
+            pytest.fail("the worker outlived its SIGKILLed engine by 10 s")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
