@@ -143,3 +143,67 @@ def test_without_weights_the_page_says_what_is_missing_and_downloads_with_progre
                 assert started == [True]
             finally:
                 browser.close()
+
+
+def test_refresh_cancel_take_actions_and_history(studio_url) -> None:
+    """A refresh mid-song re-attaches to it; Cancel works; delete/undo, star, rename; reopen a session."""
+    from playwright.sync_api import sync_playwright
+
+    url, svc, tmp = studio_url
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_context(viewport={"width": 1440, "height": 1000}).new_page()
+            page.goto(url)
+            page.wait_for_selector("#lyrics textarea", timeout=30_000)
+            page.wait_for_function(f"!({BUSY})", timeout=30_000)
+            page.locator("#title textarea, #title input").first.fill("Long night")
+            page.locator("#lyrics textarea").fill(LYRICS)
+            page.locator("#style-text textarea, #style-text input").first.fill("slow ambient pads")
+            page.get_by_text("Advanced").click()
+            steps = page.locator("#steps input[type='number']")
+            steps.fill("200")
+            steps.press("Enter")
+            page.click("#generate")
+            page.wait_for_function("document.querySelector('#progress')?.innerText.includes('step')", timeout=60_000)
+            save(page, tmp, "generating.png")
+
+            page.reload()  # the session and its running take come back from the store, progress re-attaches
+            page.wait_for_function("document.querySelector('#title textarea, #title input')?.value === 'Long night'",
+                                   timeout=30_000)
+            page.wait_for_function("document.querySelector('#progress')?.innerText.includes('step')", timeout=60_000)
+            page.click("#cancel")
+            page.wait_for_function("document.querySelector('#takes').innerText.includes('cancelled')",
+                                   timeout=60_000)
+
+            page.locator("#takes").get_by_text("cancelled").first.click()  # open the take
+            page.wait_for_selector("#take-retry", state="visible", timeout=30_000)
+            page.click("#take-delete")
+            page.wait_for_function("document.querySelector('#take-note').innerText.includes('Deleted')",
+                                   timeout=30_000)
+            assert "cancelled" not in page.inner_text("#takes")
+            page.click("#take-undo")
+            page.wait_for_function("document.querySelector('#take-note').innerText.includes('Restored')",
+                                   timeout=30_000)
+            page.click("#take-star")
+            page.wait_for_function("document.querySelector('#takes').innerText.includes('★')", timeout=30_000)
+            page.locator("#take-name input, #take-name textarea").first.fill("keeper")
+            page.click("#take-rename")
+            page.wait_for_function("document.querySelector('#takes').innerText.includes('keeper')", timeout=30_000)
+            session = next(s for s in svc.store.list_sessions() if s.title == "Long night")
+            take = svc.store.list_takes(session.id)[0]
+            assert (take.status, take.name, take.starred) == ("cancelled", "keeper", True)
+
+            page.click("#new-session")
+            page.wait_for_function("document.querySelector('#title textarea, #title input')?.value === ''",
+                                   timeout=30_000)
+            page.locator("#search textarea, #search input").first.fill("ambient")
+            page.wait_for_function("document.querySelector('#sessions').innerText.includes('Long night')",
+                                   timeout=30_000)
+            page.locator("#sessions").get_by_text("Long night").click()
+            page.wait_for_function("document.querySelector('#title textarea, #title input')?.value === 'Long night'",
+                                   timeout=30_000)
+            assert "slow ambient pads" in page.locator("#style-text textarea, #style-text input").first.input_value()
+            assert not page.evaluate(NO_ERRORS), "an error toast or error status is on the page"
+        finally:
+            browser.close()

@@ -35,7 +35,7 @@ def build() -> GenerateUI:
                          elem_id="duration")
     with gr.Accordion("Advanced", open=False):
         with gr.Row():
-            steps = gr.Slider(1, 200, value=32, step=1, label="Steps")
+            steps = gr.Slider(1, 200, value=32, step=1, label="Steps", elem_id="steps")
             cfg = gr.Slider(0, 20, value=4.0, step=0.1, label="Guidance strength")
         with gr.Row():
             seed = gr.Number(label="Seed", value=0, precision=0, minimum=0, maximum=2**32 - 1)

@@ -41,7 +41,7 @@ def build() -> TakesUI:
     files = gr.File(label="Downloads", file_count="multiple", interactive=False, elem_id="take-files")
     with gr.Row() as actions:
         name = gr.Textbox(label="Name", max_lines=1, scale=3, elem_id="take-name")
-        rename = gr.Button("Rename", scale=1)
+        rename = gr.Button("Rename", scale=1, elem_id="take-rename")
         star = gr.Button("☆ Star", scale=1, elem_id="take-star")
         delete = gr.Button("Delete", scale=1, variant="stop", elem_id="take-delete")
         undo = gr.Button("Undo delete", scale=1, visible=False, elem_id="take-undo")
