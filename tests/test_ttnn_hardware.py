@@ -27,12 +27,12 @@ def _card_or_skip() -> None:
 
     if getattr(ttnn, "FAKE", False):
         pytest.skip("ttnn is the test stand-in, not a card")
-    try:
-        n = ttnn.get_num_devices()
-    except RuntimeError as exc:  # "No chips detected in the cluster"
-        pytest.skip(f"no Tenstorrent card here: {exc}")
-    if n < 1:
-        pytest.skip("no Tenstorrent card here: ttnn sees 0 devices")
+    from device_worker.backends.ttnn.device import count_cards
+
+    if count_cards() < 1:  # asked from the scratch cwd: ttnn writes generated/ where it first looks
+        pytest.skip("no Tenstorrent card here: ttnn says no chips detected")
+    if os.environ.get("TT_METAL_MOCK_CLUSTER_DESC_PATH"):
+        pytest.skip("a mock cluster is configured (TT_METAL_MOCK_CLUSTER_DESC_PATH), not a card")
 
 
 def _models_or_skip() -> tuple[Path, Path]:

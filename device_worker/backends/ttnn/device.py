@@ -69,6 +69,36 @@ def configure_environment(s: DeviceSettings) -> None:
         os.environ.setdefault("TT_METAL_VISIBLE_DEVICES", str(s.device_id))
 
 
+class _InScratch:
+    """chdir into the scratch directory for a block: ttnn writes `generated/` into the cwd when it first
+    talks to the cluster (seen under the mock P100 cluster: `ttnn.get_num_devices()` already does)."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.scratch, self.cwd = scratch, ""
+
+    def __enter__(self) -> None:
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        self.cwd = os.getcwd()
+        os.chdir(self.scratch)
+
+    def __exit__(self, *exc: object) -> None:
+        os.chdir(self.cwd)
+
+
+def count_cards(settings: DeviceSettings | None = None) -> int:
+    """Tenstorrent chips ttnn sees (0 when it says "No chips detected"), asked from the scratch cwd."""
+    from device_worker.backends.ttnn.runtime import require_ttnn
+
+    s = settings or DeviceSettings()
+    configure_environment(s)
+    ttnn = require_ttnn()
+    with _InScratch(s.scratch):
+        try:
+            return int(ttnn.get_num_devices())
+        except RuntimeError:
+            return 0
+
+
 class Card:
     """One opened p100a. `open()` once, `close()` any number of times (only the first acts)."""
 
@@ -84,19 +114,16 @@ class Card:
         s = self.settings
         configure_environment(s)
         ttnn = self._ttnn = require_ttnn()  # kept: close() at exit must not depend on import state
-        s.scratch.mkdir(parents=True, exist_ok=True)
-        cwd = os.getcwd()
-        os.chdir(s.scratch)  # ttnn writes generated/ here
         try:
-            self.dev = ttnn.open_mesh_device(
-                mesh_shape=ttnn.MeshShape(1, 1), l1_small_size=s.l1_small_size,
-                trace_region_size=TRACE_REGION if s.trace else 0,
-                dispatch_core_config=ttnn.DispatchCoreConfig(ttnn.DispatchCoreType.WORKER))
+            with _InScratch(s.scratch):  # ttnn writes generated/ into the cwd
+                self.dev = ttnn.open_mesh_device(
+                    mesh_shape=ttnn.MeshShape(1, 1), l1_small_size=s.l1_small_size,
+                    trace_region_size=TRACE_REGION if s.trace else 0,
+                    dispatch_core_config=ttnn.DispatchCoreConfig(ttnn.DispatchCoreType.WORKER))
         except RuntimeError as exc:
             raise RuntimeError(f"cannot open Tenstorrent card {s.device_id}: {exc} (is /dev/tenstorrent present, "
-                               "hugepages mounted, and no other process holding the card? try `tt-smi`)") from exc
-        finally:
-            os.chdir(cwd)
+                               "hugepages mounted, the SFPI compiler at /opt/tenstorrent/sfpi, and no other "
+                               "process holding the card? try `tt-smi`)") from exc
         grid = self.dev.compute_with_storage_grid_size()
         logger.info("[ttnn] opened card=%d grid=%dx%d kernel_cache=%s", s.device_id, grid.x, grid.y,
                     s.kernel_cache)
