@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from ttnn_fixtures import CARD_CFG, random_dit, save_checkpoint
+from ttnn_fixtures import CARD_CFG, fake_ttnn, random_dit, save_checkpoint  # noqa: F401
 
 from studio.cli_warm import warm_cache
 
@@ -38,7 +38,7 @@ def test_refuses_without_a_card(tiny_dit_full: Path, tiny_vae: Path, tmp_path: P
     assert res.exit_code == 1 and "needs a Tenstorrent card" in res.output and "No chips" in res.output
 
 
-def test_compiles_each_shape_and_prints_the_table(tiny_vae: Path, tmp_path: Path, monkeypatch) -> None:
+def test_compiles_each_shape_and_prints_the_table(tiny_vae: Path, tmp_path: Path, monkeypatch, fake_ttnn) -> None:  # noqa: F811
     ckpt = save_checkpoint(random_dit(31, **CARD_CFG), tmp_path / "dit")
     _stand_in_env(tmp_path, monkeypatch)
     res = CliRunner().invoke(warm_cache, ["--dit", str(ckpt), "--vae", str(tiny_vae), "--windows", "16",
@@ -48,3 +48,11 @@ def test_compiles_each_shape_and_prints_the_table(tiny_vae: Path, tmp_path: Path
     assert any(line.startswith("vae:16x1") for line in lines) and any(line.startswith("dit:256x2") for line in lines)
     assert lines[-1].startswith("total")
     assert "[2/2]" in res.output  # progress, one line per shape
+    # the next worker on this checkpoint reports what warm-cache compiled (the handshake's READY info)
+    from device_worker.backends.ttnn.backend import TtnnBackend
+
+    be = TtnnBackend("0", root=tmp_path / "cache", vae_windows=(16,))
+    be.load(str(ckpt), str(tiny_vae), lambda s, f: None)
+    info = be.info()
+    be.close()
+    assert info["kernel_cached_shapes"] == "dit:256x2,vae:16x1" and info["warm_shapes"] == "vae:16x1"

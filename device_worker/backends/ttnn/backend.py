@@ -71,6 +71,7 @@ class TtnnBackend(Backend):
         self.vae: Any = None  # tt_vae.TtOobleck
         self.core: Any = None  # the model core's DiT with only its host modules kept
         self.warm_times: dict[str, float] = {}  # WarmShape.key -> compile seconds
+        self.model_ids: dict[str, str] = {}
         self._live: set[int] = set()
 
     # ---- loading and warming ------------------------------------------------------------------------
@@ -81,6 +82,7 @@ class TtnnBackend(Backend):
         from device_worker.backends.ttnn.convert import WeightCache, cache_key, convert_dit, convert_vae
         from device_worker.models import load_dit, load_vae
 
+        self.model_ids = {"dit": model_id(dit), "vae": model_id(vae)}
         dev = self.card.open()
         from device_worker.backends.ttnn.tt_dit import HOST_KEYS, TtDiT
         from device_worker.backends.ttnn.tt_vae import TtOobleck
@@ -112,7 +114,7 @@ class TtnnBackend(Backend):
             for s in self._buckets():
                 self.warm(WarmShape("dit", s, 2 if self.prec.batch_branches else 1))
         progress("loaded", 1.0)
-        return {"dit": model_id(dit), "vae": model_id(vae)}
+        return self.model_ids
 
     def _buckets(self) -> list[int]:
         return song_buckets() if self.core.cfg.max_frames > 2048 else [2048]
@@ -130,7 +132,37 @@ class TtnnBackend(Backend):
         return seconds
 
     def warm_shapes(self) -> list[str]:
+        """Shapes compiled in this process (their programs are in the program cache)."""
         return sorted(self.warm_times)
+
+    def _warm_record_path(self) -> Path:
+        from device_worker.backends.ttnn.convert import cache_key
+
+        key = cache_key("warm", self.model_ids.get("dit", "?"), ttnn_version(), self.prec.weight_dtype)
+        return self.settings.root / "warm" / f"{key}.json"
+
+    def write_warm_record(self) -> Path:
+        """Remember which shapes `studio warm-cache` compiled for this checkpoint, ttnn version and dtype."""
+        import json
+
+        path = self._warm_record_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        record = {"model": self.model_ids, "ttnn": ttnn_version(), "precision": self.prec.label(),
+                  "kernel_cache": str(self.settings.kernel_cache), "seconds": self.warm_times}
+        path.write_text(json.dumps(record, indent=1, sort_keys=True))
+        return path
+
+    def kernel_cached_shapes(self) -> list[str]:
+        """Shapes a `warm-cache` run compiled into the kernel cache (first call then loads, not compiles)."""
+        import json
+
+        path = self._warm_record_path()
+        if not path.is_file():
+            return []
+        try:
+            return sorted(json.loads(path.read_text()).get("seconds", {}))
+        except (OSError, ValueError):
+            return []
 
     # ---- jobs ------------------------------------------------------------------------------------------
     def prepare(self, spec: JobSpec) -> JobHandle:
@@ -269,7 +301,8 @@ class TtnnBackend(Backend):
 
     def info(self) -> dict[str, str]:
         out = {"ttnn": ttnn_version(), "ttnn.precision": self.prec.label(), "pid": str(os.getpid()),
-               "kernel_cache": str(self.settings.kernel_cache), "warm_shapes": ",".join(self.warm_shapes())}
+               "kernel_cache": str(self.settings.kernel_cache), "warm_shapes": ",".join(self.warm_shapes()),
+               "kernel_cached_shapes": ",".join(self.kernel_cached_shapes())}
         if self.card.dev is not None:
             g = self.card.dev.compute_with_storage_grid_size()
             out["grid"] = f"{g.x}x{g.y}"

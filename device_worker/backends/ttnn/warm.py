@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
             seconds = be.warm(shape)
             emit(event="shape", index=i + 1, total=len(plan), key=shape.key, kind=shape.kind, length=shape.length,
                  batch=shape.batch, seconds=round(seconds, 3))
-        emit(event="done", seconds=round(time.perf_counter() - started, 3), warm_shapes=be.warm_shapes())
+        record = be.write_warm_record()  # the next worker reports these shapes as kernel-cached
+        emit(event="done", seconds=round(time.perf_counter() - started, 3), warm_shapes=be.warm_shapes(),
+             record=str(record))
         return 0
     finally:
         be.close()
