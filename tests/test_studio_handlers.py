@@ -1,0 +1,124 @@
+"""UI handlers that need no model: examples, the timing helper, the lyric report, style-source switching,
+the form <-> request mapping and edit ranges.
+
+What this pins: the dict updates the page receives (which component gets which value), built on the
+real page layout (`build_app`, not launched).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+import pytest
+
+from studio.app import build_app
+from studio.config import PathRefused, StudioConfig
+from studio.forms import ComposeForm, FormError, parse_ranges
+from studio.handlers import Handlers
+from studio.services import Services
+from studio.store import Store
+from studio.ui.compose import lyric_examples
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Handlers:
+    svc = Services(Store(tmp_path / "data"), StudioConfig(tmp_path / "data"))
+    demo = build_app(svc)
+    return Handlers(svc, demo.studio_page)
+
+
+def test_examples_fill_the_editor_or_the_timing_helper(h: Handlers) -> None:
+    examples = lyric_examples()
+    lrc = next(name for name, path in examples.items() if path.endswith(".lrc"))
+    plain = next(name for name, path in examples.items() if path.endswith(".txt"))
+    out = h.load_example(lrc)
+    assert out[h.page.compose.lyrics].lstrip().startswith("[") and out[h.page.compose.instrumental] is False
+    out = h.load_example(plain)
+    assert "[Verse]" in out[h.page.compose.plain] or "[Chorus]" in out[h.page.compose.plain]
+    assert h.load_example("no such example") == {}
+
+
+def test_timing_helper_writes_lrc_into_the_editor(h: Handlers) -> None:
+    out = h.time_lyrics("[Verse]\nwe folded paper into wings\nand ran along the railway track\n", 95, None, None)
+    lrc = out.get(h.page.compose.lyrics)
+    if lrc is None:  # no phone vocabulary on this machine: the helper says why instead
+        pytest.skip(f"timing helper unavailable here: {out[h.page.compose.timing_note]}")
+    assert lrc.count("[00:") >= 2
+    assert "Paste plain lyrics" in h.time_lyrics("  ", 95, None, None)[h.page.compose.timing_note]
+
+
+def test_lyric_report_instrumental_and_errors_are_shown_not_raised(h: Handlers) -> None:
+    assert "Instrumental" in h.lyric_report("", 95, False)
+    assert "Instrumental" in h.lyric_report("[00:01.00]words", 95, True)
+    html = h.lyric_report("[00:01.00]hello there\n[00:04.00]\n", 95, False)
+    assert "lyric-report" in html  # a table, or the reason it cannot be laid out
+
+
+def test_choosing_a_style_source_clears_the_others(h: Handlers) -> None:
+    s = h.page.style
+    out = h.style_source("audio")
+    assert out[s.text] == "" and out[s.saved] is None
+    assert out[s.audio_group].visible is True and out[s.text_group].visible is False
+    out = h.style_source("text")
+    assert out[s.audio] is None and out[s.audio_path] == "" and out[s.saved] is None
+    assert isinstance(out[s.text], type(gr.skip()))  # the prompt itself is kept
+
+
+def test_form_to_request_and_refusals(h: Handlers, tmp_path: Path) -> None:
+    svc = h.svc
+    req = ComposeForm(lyrics="[00:01.00]x\n", style_text="jazz", duration=120, random_seed=False, seed=9,
+                      variations=2, formats=["flac"]).to_request(svc.store, svc.config)
+    assert (req.duration, req.seed, req.variations, req.style.text) == (120.0, 9, 2, "jazz")
+    assert ComposeForm(instrumental=True, lyrics="[00:01.00]x", style_text="a").to_request(
+        svc.store, svc.config).lyrics == ""
+    with pytest.raises(FormError, match="Describe the style"):
+        ComposeForm(style_text=" ").to_request(svc.store, svc.config)
+    with pytest.raises(PathRefused):
+        ComposeForm(style_source="audio", style_audio=str(tmp_path / "x.wav")).to_request(svc.store, svc.config)
+    with pytest.raises(FormError, match="Pick the take"):
+        ComposeForm(style_text="a", edit_mode="edit").to_request(svc.store, svc.config)
+    # Unknown keys from an older studio are ignored; the form round-trips through session inputs.
+    form = ComposeForm.from_dict({"lyrics": "la", "gone_field": 1, "formats": None})
+    assert form.formats == ["wav"] and ComposeForm.from_dict(form.session_inputs()).lyrics == "la"
+
+
+def test_edit_ranges() -> None:
+    assert parse_ranges("10-20, 1:05-1:20; 80-end\nstart-5") == [(10, 20), (65, 80), (80, -1), (-1, 5)]
+    assert parse_ranges("1:05.5 to 1:10") == [(65.5, 70)]
+    for bad in ("", "soon", "10-", "a-b"):
+        with pytest.raises(FormError):
+            parse_ranges(bad)
+
+
+def test_early_preview_is_the_decoded_prefix_refreshed_when_it_would_run_out(tmp_path: Path) -> None:
+    import numpy as np
+    import soundfile as sf
+
+    from studio.handlers import _Preview
+    from studio.takes import Live
+
+    preview = _Preview(tmp_path)
+    live = Live("t1", status="running")
+    assert preview.update({"t1": live}) is None  # nothing decoded yet
+    live.chunks.append(np.full((44100, 2), 0.25, dtype=np.float32))  # the first second arrives
+    first = preview.update({"t1": live})
+    audio, rate = sf.read(first)
+    assert rate == 44100 and audio.shape == (44100, 2) and abs(audio).max() > 0.99  # peak-normalised
+    live.chunks.append(np.full((44100, 2), -0.5, dtype=np.float32))
+    assert preview.update({"t1": live}) is None  # the listener still has audio: no restart yet
+    preview.sent_at -= 1.0  # a second later the first second has played out
+    second = preview.update({"t1": live})
+    assert sf.read(second)[0].shape == (88200, 2)
+
+
+def test_use_these_settings_loads_the_takes_request_and_actual_seed(h: Handlers) -> None:
+    store = h.svc.store
+    s = store.create_session("s", inputs=ComposeForm(style_text="old").session_inputs())
+    t = store.add_take(s.id, {"lyrics": "[00:01.00]la\n", "style": {"text": "bossa nova"}, "duration": 150,
+                              "steps": 40, "cfg": 3.5, "formats": ["wav", "ogg"]}, seed=4242)
+    out = h.use_settings(t.id, s.id)
+    g, st = h.page.gen, h.page.style
+    assert out[g.seed] == 4242 and out[g.random_seed] is False and out[g.duration] == 150
+    assert out[g.steps] == 40 and out[g.cfg] == 3.5 and out[st.text] == "bossa nova"
+    assert out[h.page.compose.lyrics] == "[00:01.00]la\n" and out[g.formats] == ["wav", "ogg"]
