@@ -78,6 +78,8 @@ def test_two_batch1_calls_equal_one_batch2_call_and_buckets_agree(fake_ttnn, car
     assert (torch.cat(rows) - both).abs().max().item() <= 1e-5 * both.abs().max().item()
     wider = tt.forward(x, 0.2, tt.prepare(cond, text, style, seq=512))  # another bucket, same velocities
     assert (wider - both).abs().max().item() <= 1e-5 * both.abs().max().item()
+    masked = TtDiT(tt.dev, dit, w, DRPrecision(windowed_attention=False))  # [b, 1, s, s] additive mask instead
+    assert (masked.forward(x, 0.2, masked.prepare(cond, text, style)) - both).abs().max().item() <= 1e-5 * both.abs().max().item()
 
 
 def test_trace_replays_equal_eager_calls_across_songs(fake_ttnn, card_dit) -> None:  # noqa: F811

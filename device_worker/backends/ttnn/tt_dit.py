@@ -139,8 +139,8 @@ class TtDiT:
             if self.prec.windowed_attention:
                 song.dev["windows"] = upload(self.dev, torch.tensor(geo.windows, dtype=torch.int32), ttnn.int32,
                                              ttnn.ROW_MAJOR_LAYOUT)
-            else:  # additive mask [1, 1, s, s]: 0 inside the window, -1e9 outside
-                add = torch.where(window_mask(geo.windows, s), 0.0, -1e9)[None, None]
+            else:  # additive mask [b, 1, s, s]: 0 inside the window, -1e9 outside
+                add = torch.where(window_mask(geo.windows, s), 0.0, -1e9)[None, None].expand(b, 1, s, s)
                 song.dev["attn_mask"] = upload(self.dev, add, ttnn.bfloat16)
         if self.prec.trace:  # the song waits on the host; a step copies it into the bucket's slots
             song.host = {k: ttnn.to_torch(v) for k, v in song.dev.items()}
