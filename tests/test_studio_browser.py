@@ -164,6 +164,10 @@ def test_refresh_cancel_take_actions_and_history(studio_url) -> None:
             steps = page.locator("#steps input[type='number']")
             steps.fill("200")
             steps.press("Enter")
+            # Eight variations of 200 steps: long enough on the cropped test model to reload mid-way.
+            variations = page.locator("#variations input[type='number']")
+            variations.fill("8")
+            variations.press("Enter")
             page.click("#generate")
             page.wait_for_function("document.querySelector('#progress')?.innerText.includes('step')", timeout=60_000)
             save(page, tmp, "generating.png")
@@ -181,7 +185,7 @@ def test_refresh_cancel_take_actions_and_history(studio_url) -> None:
             page.click("#take-delete")
             page.wait_for_function("document.querySelector('#take-note').innerText.includes('Deleted')",
                                    timeout=30_000)
-            assert "cancelled" not in page.inner_text("#takes")
+            assert page.inner_text("#takes").count("cancelled") == 7
             page.click("#take-undo")
             page.wait_for_function("document.querySelector('#take-note').innerText.includes('Restored')",
                                    timeout=30_000)
@@ -191,8 +195,10 @@ def test_refresh_cancel_take_actions_and_history(studio_url) -> None:
             page.click("#take-rename")
             page.wait_for_function("document.querySelector('#takes').innerText.includes('keeper')", timeout=30_000)
             session = next(s for s in svc.store.list_sessions() if s.title == "Long night")
-            take = svc.store.list_takes(session.id)[0]
-            assert (take.status, take.name, take.starred) == ("cancelled", "keeper", True)
+            takes = svc.store.list_takes(session.id)
+            assert len(takes) == 8 and {t.status for t in takes} == {"cancelled"}
+            assert len({t.seed for t in takes}) == 8
+            assert [(t.name, t.starred) for t in takes if t.name] == [("keeper", True)]
 
             page.click("#new-session")
             page.wait_for_function("document.querySelector('#title textarea, #title input')?.value === ''",

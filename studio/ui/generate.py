@@ -40,7 +40,8 @@ def build() -> GenerateUI:
         with gr.Row():
             seed = gr.Number(label="Seed", value=0, precision=0, minimum=0, maximum=2**32 - 1)
             random_seed = gr.Checkbox(label="Random seed each time (recorded per take)", value=True)
-            variations = gr.Slider(1, 16, value=1, step=1, label="Variations (seeds seed, seed+1, …)")
+            variations = gr.Slider(1, 16, value=1, step=1, label="Variations (seeds seed, seed+1, …)",
+                                   elem_id="variations")
         formats = gr.CheckboxGroup(["wav", "flac", "mp3", "ogg"], value=["wav", "flac", "mp3"],
                                    label="Files to write (WAV always)")
     with gr.Accordion("Edit or continue a take", open=False):
