@@ -129,12 +129,14 @@ class TakeRunner:
         last_write: dict[str, float] = {}
 
         def update(i: int | None, *, write: bool = True, force: bool = False, **changes: Any) -> None:
-            targets = take_ids if i is None else [take_ids[i]]
             with self._lock:
+                # A finished variation keeps its final state (job-level events name every take).
+                targets = [t for t in (take_ids if i is None else [take_ids[i]])
+                           if self._live[t].status not in (DONE, FAILED, CANCELLED)]
                 for tid in targets:
                     lv = self._live[tid]
-                    if lv.status in (DONE, FAILED, CANCELLED):
-                        continue  # a finished variation keeps its final state
+                    if "status" in changes and changes["status"] != lv.status:
+                        force = True  # status changes always reach the store; progress may be throttled
                     for k, v in changes.items():
                         setattr(lv, k, v)
                     lv.version += 1

@@ -74,7 +74,8 @@ class TakeInfo:
     @property
     def label(self) -> str:
         # The time it was asked for reads better than an id; variations of one click get their number.
-        number = f" #{self.variation + 1}" if self.variation else ""
+        several = self.variation or int(self.request.get("variations") or 1) > 1
+        number = f" #{self.variation + 1}" if several else ""
         return self.name or f"Take {self.created_at:%H:%M:%S}{number}"
 
     def file(self, fmt: str) -> Path | None:
