@@ -78,6 +78,8 @@ class Services:
         self.model_status = status
 
     def close(self) -> None:
+        if self.runner is not None:
+            self.runner.shutdown()
         close = getattr(self.engine, "close", None)
         if callable(close):
             close()

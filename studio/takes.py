@@ -18,7 +18,17 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from studio.store import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Store, TakeInfo
+from studio.store import (
+    CANCELLED,
+    DONE,
+    FAILED,
+    FINAL_STATUSES,
+    INTERRUPTED,
+    QUEUED,
+    RUNNING,
+    Store,
+    TakeInfo,
+)
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +105,16 @@ class TakeRunner:
         job.cancel("cancelled in the studio")
         return True
 
+    def shutdown(self) -> list[str]:
+        """Before the engine closes: takes still queued or running become "interrupted" (retryable), the
+        same outcome as a crash, instead of looking like the musician cancelled them."""
+        with self._lock:
+            active = [(tid, lv.phase) for tid, lv in self._live.items() if lv.status in (QUEUED, RUNNING)]
+        for tid, phase in active:
+            self.store.update_take(tid, status=INTERRUPTED, phase=f"interrupted while {phase}: the studio stopped")
+            self._set_live(tid, status=INTERRUPTED, phase="interrupted: the studio stopped", eta_s=None)
+        return [tid for tid, _ in active]
+
     def live(self, take_id: str) -> Live | None:
         with self._lock:
             return self._live.get(take_id)
@@ -132,7 +152,7 @@ class TakeRunner:
             with self._lock:
                 # A finished variation keeps its final state (job-level events name every take).
                 targets = [t for t in (take_ids if i is None else [take_ids[i]])
-                           if self._live[t].status not in (DONE, FAILED, CANCELLED)]
+                           if self._live[t].status not in FINAL_STATUSES]
                 for tid in targets:
                     lv = self._live[tid]
                     if "status" in changes and changes["status"] != lv.status:
@@ -217,7 +237,7 @@ class TakeRunner:
 
     def _end(self, take_id: str, status: str, phase: str, *, error: str | None = None) -> None:
         lv = self.live(take_id)
-        if lv is not None and lv.status in (DONE, FAILED, CANCELLED):
+        if lv is not None and lv.status in FINAL_STATUSES:
             return
         self.store.update_take(take_id, status=status, phase=phase, error=error)
         self._set_live(take_id, status=status, phase=phase, eta_s=None)
@@ -227,7 +247,7 @@ class TakeRunner:
             lv = self._live.setdefault(take_id, Live(take_id))
             for k, v in changes.items():
                 setattr(lv, k, v)
-            if changes.get("status") in (DONE, FAILED, CANCELLED):
+            if changes.get("status") in FINAL_STATUSES:
                 lv.chunks = []  # the file is the reference now; free the early-playback audio
             lv.version += 1
             self._lock.notify_all()

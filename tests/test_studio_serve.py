@@ -62,3 +62,25 @@ def test_restart_keeps_sessions_and_marks_running_takes_interrupted(tmp_path: Pa
         second.stop()
     assert second.proc.returncode is not None
     time.sleep(0.1)
+
+
+def test_a_graceful_stop_leaves_running_takes_interrupted_not_cancelled(tmp_path: Path) -> None:
+    """SIGTERM / Ctrl-C closes the engine, which cancels its jobs; the studio records them as interrupted
+    (retryable, "the studio stopped"), the same as after a crash, not as if the musician cancelled."""
+    import os
+
+    from studio_helpers import in_process_studio
+
+    from studio.testmodel import ensure_test_models
+
+    os.environ["GRADIO_TEMP_DIR"] = str(tmp_path / "gradio")
+    with in_process_studio(tmp_path / "data", ensure_test_models()) as (url, svc):
+        c = client(url)
+        r = c.predict(form(steps=200, variations=12), "", "", api_name="/submit")
+        for snap in c.submit(r["takes"][0], api_name="/follow"):
+            if str(snap.get("phase", "")).startswith("step"):
+                break
+    takes = svc.store.list_takes(r["session_id"])
+    stopped = [t for t in takes if t.status != "done"]
+    assert stopped and {t.status for t in stopped} == {"interrupted"}, [t.status for t in takes]
+    assert all("the studio stopped" in t.phase for t in stopped)
