@@ -14,6 +14,7 @@ inside the studio's data directory (upload reference songs with /upload_referenc
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -24,12 +25,13 @@ from studio.services import Services, UploadRefused
 from studio.store import StoreError, TakeInfo
 
 
-def _take(t: TakeInfo) -> dict[str, Any]:
+def _take(t: TakeInfo, svc: Services) -> dict[str, Any]:
     d = t.as_dict()
     # A take id is visible to share-link viewers; the session id is the key that changes things, so it
     # never travels with a take.
     d.pop("session_id", None)
-    d["urls"] = {fmt: f"/gradio_api/file={path}" for fmt, path in t.files.items()}
+    d["urls"] = {fmt: f"/gradio_api/file={svc.servable(path)}" for fmt, path in t.files.items()
+                 if Path(path).is_file()}
     return d
 
 
@@ -69,7 +71,7 @@ def register(svc: Services) -> None:
         t = store.get_take(take_id)
         if t is None:
             raise gr.Error(f"No take {take_id!r}.")
-        return _take(t)
+        return _take(t, svc)
 
     def follow(take_id: str) -> Iterator[dict]:
         """Progress snapshots (queued position, step k/N, decoding window j/M, ETA) until the take ends;
@@ -84,7 +86,7 @@ def register(svc: Services) -> None:
                 yield {"take_id": take_id, "status": lv.status, "progress": round(lv.progress, 4),
                        "phase": lv.phase, "eta_s": lv.eta_s, "queue_position": lv.queue_position,
                        "seed": lv.seed}
-        yield _take(store.get_take(take_id))
+        yield _take(store.get_take(take_id), svc)
 
     def cancel(take_id: str) -> dict:
         """Cancel the job rendering this take (all its variations)."""
@@ -116,13 +118,13 @@ def register(svc: Services) -> None:
             store.star_take(take_id, starred.lower() == "true")
         if deleted:
             (store.delete_take if deleted.lower() == "true" else store.undelete_take)(take_id)
-        return _take(store.get_take(take_id))
+        return _take(store.get_take(take_id), svc)
 
     def takes(session_id: str) -> list:
         """The session's takes, oldest first (deleted ones left out)."""
         if store.get_session(session_id) is None:
             raise gr.Error(f"No session {session_id!r}.")
-        return [_take(t) for t in store.list_takes(session_id)]
+        return [_take(t, svc) for t in store.list_takes(session_id)]
 
     def sessions(query: str = "", owner: str = "") -> list:
         """Sessions, newest first; with a query: title, lyrics or style contain it."""
@@ -150,7 +152,7 @@ def register(svc: Services) -> None:
         if s is None:
             raise gr.Error("This share link was revoked or never existed.")
         return {"title": s.title, "inputs": s.inputs, "read_only": True,
-                "takes": [_take(t) for t in store.list_takes(s.id) if t.status == "done"]}
+                "takes": [_take(t, svc) for t in store.list_takes(s.id) if t.status == "done"]}
 
     def copy_shared(token: str, owner: str = "") -> dict:
         """Copy a shared session into your sessions; returns the new session id."""

@@ -88,6 +88,7 @@ def launch(demo: gr.Blocks, svc: Services, *, host: str = "127.0.0.1", port: int
         server_port=port,
         prevent_thread_lock=not block,
         allowed_paths=svc.config.served_paths(),
+        blocked_paths=svc.config.blocked_paths(),
         max_file_size=f"{svc.config.max_upload_mb}mb",
         css_paths=[CSS_FILE] if CSS_FILE.is_file() else None,
         theme=gr.themes.Soft(primary_hue="orange", neutral_hue="slate"),

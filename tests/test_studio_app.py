@@ -185,7 +185,7 @@ def test_uploads_over_the_limits_are_refused_with_a_reason(studio, tmp_path: Pat
 
 
 def test_paths_outside_the_data_dir_are_refused(studio, tmp_path: Path) -> None:
-    url, _, c = studio
+    url, svc, c = studio
     outside = tmp_path / "elsewhere.wav"
     sf.write(outside, np.zeros((44100 * 12, 2), dtype=np.float32), 44100)
     for path in (str(outside), "/etc/hostname", "../../etc/passwd"):
@@ -193,6 +193,25 @@ def test_paths_outside_the_data_dir_are_refused(studio, tmp_path: Path) -> None:
             c.predict(form(style_source="audio", style_audio=path), "", "", api_name="/submit")
     for path in ("/etc/passwd", str(outside)):
         assert httpx.get(f"{url}gradio_api/file={path}", timeout=10).status_code in (403, 404)
+    # Not even the data directory's own database (it holds every session's key), nor saved styles.
+    for name in ("studio.db", "studio.db-wal", "styles"):
+        assert httpx.get(f"{url}gradio_api/file={svc.store.data_dir / name}", timeout=10).status_code in (403, 404)
+
+
+def test_takes_rendered_elsewhere_are_served_through_the_cache(studio, tmp_path: Path) -> None:
+    """`studio render -o DIR --session` records files outside the data dir; the studio still plays them,
+    without serving DIR itself."""
+    url, svc, c = studio
+    song = tmp_path / "album" / "a.wav"
+    song.parent.mkdir()
+    sf.write(song, np.zeros((4410, 2), dtype=np.float32), 44100)
+    s = svc.store.create_session("Rendered overnight")
+    t = svc.store.add_take(s.id, {"lyrics": "", "style": {"text": "x"}}, status="done")
+    svc.store.update_take(t.id, files={"wav": song})
+    take = c.predict(t.id, api_name="/take")
+    assert take["files"]["wav"] == str(song) and str(tmp_path) not in take["urls"]["wav"]
+    assert httpx.get(url.rstrip("/") + take["urls"]["wav"], timeout=10).content == song.read_bytes()
+    assert httpx.get(f"{url}gradio_api/file={song}", timeout=10).status_code in (403, 404)
 
 
 def test_without_weights_the_page_opens_and_names_the_fetch_command(tmp_path: Path) -> None:
