@@ -145,7 +145,8 @@ def _offer_fetch(svc: Any, exc: Exception, models_dir: str | None, retry: Any) -
     from studio.services import ModelStatus
 
     try:
-        missing = [f"{m}: {spec.filename}" for m, spec in missing_files(models_dir)] or [str(exc)]
+        missing = [f"{m}: {getattr(spec, 'key', None) or spec.filename}"
+                   for m, spec in missing_files(models_dir)] or [str(exc)]
     except Exception:
         missing = [str(exc)]
     online = can_fetch()

@@ -51,6 +51,8 @@ class ModelStatus:
             return ""
         lines = ["⚠ **Songs cannot be made yet: model files are missing.**"]
         lines += [f"- `{m}`" for m in self.missing[:12]]
+        if len(self.missing) > 12:
+            lines.append(f"- … and {len(self.missing) - 12} more (`studio models list` shows them all)")
         how = ("Press **Download the model files** below (progress shows here), or run "
                f"`{self.fetch_command}` and restart `studio serve`" if self.can_fetch else
                f"Fetch them with `{self.fetch_command}`, then restart `studio serve`")
