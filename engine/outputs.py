@@ -8,6 +8,7 @@ whose `record.json` exists is complete; anything else is debris of a crash or ca
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -126,7 +127,7 @@ def make_record(info: TakeInfo, files: dict[str, str], pcm: np.ndarray) -> dict[
         },
         "files": {fmt: os.path.basename(p) for fmt, p in files.items()},
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "software": _versions(),
+        "software": dict(_versions()),
     }
 
 
@@ -201,6 +202,7 @@ def _atomic_write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+@functools.cache  # versions cannot change while the process runs; each lookup re-reads metadata files
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
