@@ -169,8 +169,6 @@ def _offer_fetch(svc: Any, exc: Exception, models_dir: str | None, retry: Any) -
 
 
 def _models(model: str, dits: tuple[str, ...], vae: str | None, models_dir: str | None, svc: Any) -> Any:
-    from dataclasses import replace
-
     from engine.config import Models
 
     if model == "test":
@@ -179,18 +177,35 @@ def _models(model: str, dits: tuple[str, ...], vae: str | None, models_dir: str 
 
         svc.model_status = ModelStatus(ready=False, loading="writing the test model's tiny random weights")
         return ensure_test_models()
-    models = Models.release(models_dir) if not (dits and vae) else None
-    if dits or vae:
-        base, full = (models.base, models.full) if models else (None, None)
-        for d in dits:
-            path = _dit_path(d, models_dir)
-            if _is_full(path):
-                full = path
-            else:
-                base = path
-        models = replace(models, base=base, full=full, vae=vae or models.vae) if models else Models(
-            vae=vae, base=base, full=full)
-    return models
+    if not dits and not vae:
+        return Models.release(models_dir)
+    # Hand-picked checkpoints: the rest (the other DiT, style model, negative style, vocabulary) comes
+    # from the released files where they are present.
+    base = _optional("diffrhythm-1.2", "cfm_model.pt", models_dir, parent=True)
+    full = _optional("diffrhythm-1.2-full", "cfm_model.pt", models_dir, parent=True)
+    for d in dits:
+        path = _dit_path(d, models_dir)
+        if _is_full(path):
+            full = path
+        else:
+            base = path
+    vae = vae or _optional("vae", "vae_model.pt", models_dir)
+    if vae is None:
+        raise click.UsageError("--dit needs --vae PATH too (the VAE of the release was not found)")
+    return Models(vae=str(vae), base=base, full=full,
+                  style=_optional("mulan", "pytorch_model.bin", models_dir, parent=True),
+                  negative_style=_optional("negative-style", "vocal.npy", models_dir),
+                  vocab=_optional("vocab", "vocab.json", models_dir))
+
+
+def _optional(name: str, filename: str, models_dir: str | None, *, parent: bool = False) -> str | None:
+    from engine import modelfiles as mf
+
+    try:
+        path = mf.resolve_file(name, filename, models_dir=models_dir)
+    except Exception:  # missing: the engine names what it needs when it needs it
+        return None
+    return str(path.parent if parent else path)
 
 
 def _dit_path(value: str, models_dir: str | None) -> str:

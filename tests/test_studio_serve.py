@@ -84,3 +84,22 @@ def test_a_graceful_stop_leaves_running_takes_interrupted_not_cancelled(tmp_path
     stopped = [t for t in takes if t.status != "done"]
     assert stopped and {t.status for t in stopped} == {"interrupted"}, [t.status for t in takes]
     assert all("the studio stopped" in t.phase for t in stopped)
+
+
+def test_hand_picked_checkpoints_are_sorted_into_base_and_full(tmp_path: Path) -> None:
+    import click
+    import pytest as _pytest
+
+    from studio.cli_serve import _models
+    from studio.services import ModelStatus
+    from studio.testmodel import ensure_test_models
+
+    files = ensure_test_models()
+
+    class Svc:
+        model_status = ModelStatus(ready=False)
+
+    models = _models("release", (files.full, files.base), files.vae, str(tmp_path / "empty"), Svc())
+    assert (models.base, models.full, models.vae, models.test) == (files.base, files.full, files.vae, False)
+    with _pytest.raises(click.UsageError, match="--vae"):
+        _models("release", (files.base,), None, str(tmp_path / "empty"), Svc())
