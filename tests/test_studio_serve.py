@@ -6,7 +6,6 @@ the running take marked "interrupted" and retryable; the serve process stays sma
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -61,7 +60,6 @@ def test_restart_keeps_sessions_and_marks_running_takes_interrupted(tmp_path: Pa
     finally:
         second.stop()
     assert second.proc.returncode is not None
-    time.sleep(0.1)
 
 
 def test_a_graceful_stop_leaves_running_takes_interrupted_not_cancelled(tmp_path: Path) -> None:
@@ -88,7 +86,6 @@ def test_a_graceful_stop_leaves_running_takes_interrupted_not_cancelled(tmp_path
 
 def test_hand_picked_checkpoints_are_sorted_into_base_and_full(tmp_path: Path) -> None:
     import click
-    import pytest as _pytest
 
     from studio.cli_serve import _models
     from studio.services import ModelStatus
@@ -101,5 +98,5 @@ def test_hand_picked_checkpoints_are_sorted_into_base_and_full(tmp_path: Path) -
 
     models = _models("release", (files.full, files.base), files.vae, str(tmp_path / "empty"), Svc())
     assert (models.base, models.full, models.vae, models.test) == (files.base, files.full, files.vae, False)
-    with _pytest.raises(click.UsageError, match="--vae"):
+    with pytest.raises(click.UsageError, match="--vae"):
         _models("release", (files.base,), None, str(tmp_path / "empty"), Svc())
