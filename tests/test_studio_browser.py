@@ -179,13 +179,19 @@ def test_refresh_cancel_take_actions_and_history(studio_url) -> None:
             page.click("#cancel")
             page.wait_for_function("document.querySelector('#takes').innerText.includes('cancelled')",
                                    timeout=60_000)
+            # Takes that finished before the cancel landed stay done (how many depends on the machine's
+            # speed); wait until every take has settled, then count.
+            page.wait_for_function(
+                "document.querySelector('#takes').innerText.split('\\n').filter(l => l.includes('Take '))"
+                ".every(l => /(done|cancelled)$/.test(l.trim()))", timeout=60_000)
+            n_cancelled = page.inner_text("#takes").count("cancelled")
 
             page.locator("#takes").get_by_text("cancelled").first.click()  # open the take
             page.wait_for_selector("#take-retry", state="visible", timeout=30_000)
             page.click("#take-delete")
             page.wait_for_function("document.querySelector('#take-note').innerText.includes('Deleted')",
                                    timeout=30_000)
-            assert page.inner_text("#takes").count("cancelled") == 7
+            assert page.inner_text("#takes").count("cancelled") == n_cancelled - 1
             page.click("#take-undo")
             page.wait_for_function("document.querySelector('#take-note').innerText.includes('Restored')",
                                    timeout=30_000)
@@ -196,7 +202,9 @@ def test_refresh_cancel_take_actions_and_history(studio_url) -> None:
             page.wait_for_function("document.querySelector('#takes').innerText.includes('keeper')", timeout=30_000)
             session = next(s for s in svc.store.list_sessions() if s.title == "Long night")
             takes = svc.store.list_takes(session.id)
-            assert len(takes) == 8 and {t.status for t in takes} == {"cancelled"}
+            statuses = [t.status for t in takes]
+            assert len(takes) == 8 and set(statuses) <= {"cancelled", "done"}, statuses
+            assert statuses.count("cancelled") == n_cancelled, statuses
             assert len({t.seed for t in takes}) == 8
             assert [(t.name, t.starred) for t in takes if t.name] == [("keeper", True)]
 
