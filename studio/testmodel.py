@@ -121,27 +121,17 @@ def _write_vae(path: Path) -> None:
 
 def _write_mulan(folder: Path) -> None:
     import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import XLMRobertaConfig
 
     from device_worker.style.load import build_mulan
     from device_worker.style.mulan import MuLanConfig
     from device_worker.style.muq import MuQConfig
 
     text_dir, muq_dir = folder / "text", folder / "muq"
-    for d in (folder, text_dir, muq_dir):
+    for d in (folder, muq_dir):
         d.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(MULAN))
     (muq_dir / "config.json").write_text(json.dumps(MUQ))
-    vocab = [("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), ("▁", -2.0)]
-    vocab += [(c, -1.0) for c in "abcdefghijklmnopqrstuvwxyz"]
-    tok = Tokenizer(models.Unigram(vocab, unk_id=3))
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.post_processor = processors.TemplateProcessing(
-        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", 0), ("</s>", 2)])
-    tok.save(str(text_dir / "tokenizer.json"))
-    XLMRobertaConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                     intermediate_size=64, max_position_embeddings=1026).save_pretrained(text_dir)
+    write_tiny_text_model(text_dir)
     torch.manual_seed(11)
     model = build_mulan(MuLanConfig.from_json(MULAN), MuQConfig.from_json(MUQ), text_dir)
     state = {"mulan." + k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -149,6 +139,23 @@ def _write_mulan(folder: Path) -> None:
         if k.endswith("running_var"):
             state[k] = torch.rand_like(v) + 0.5
     _save(torch, state, folder / "pytorch_model.bin")
+
+
+def write_tiny_text_model(text_dir: Path, max_positions: int = 1026) -> None:
+    """A 31-piece Unigram tokenizer and a 1-layer XLM-R config in the hub's layout (tests reuse it)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import XLMRobertaConfig
+
+    vocab = [("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), ("▁", -2.0)]
+    vocab += [(c, -1.0) for c in "abcdefghijklmnopqrstuvwxyz"]
+    tok = Tokenizer(models.Unigram(vocab, unk_id=3))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", 0), ("</s>", 2)])
+    text_dir.mkdir(parents=True, exist_ok=True)
+    tok.save(str(text_dir / "tokenizer.json"))
+    XLMRobertaConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                     intermediate_size=64, max_position_embeddings=max_positions).save_pretrained(text_dir)
 
 
 def _write_negative_style(path: Path) -> None:
