@@ -2,33 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
+from reference_cases import load_case, one_thread  # noqa: F401 (autouse fixture)
 
 from device_worker.dit import DiT, DiTConfig
 from device_worker.models import load_dit
 
 FP32_CASES = ["sampler_base_lyrics", "sampler_full_instrumental", "sampler_full_edit", "sampler_base_cfg0"]
 VELOCITY_TOL = 5e-5  # README strict tolerance for v_c / v_u
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # the CI machine has 2 shared cores; tiny ops run ~50x faster without thread hand-offs
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def load_case(reference_dir: Path, name: str) -> tuple[dict, dict[str, torch.Tensor]]:
-    from safetensors.torch import load_file
-
-    meta = json.loads((reference_dir / "cases" / f"{name}.json").read_text())
-    return meta, load_file(str(reference_dir / "cases" / f"{name}.safetensors"))
 
 
 def first_step(dit: DiT, t: dict[str, torch.Tensor], *, unconditional: bool) -> torch.Tensor:

@@ -2,32 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
+from reference_cases import load_case, one_thread  # noqa: F401 (autouse fixture)
 
 from device_worker.models import load_dit
 from device_worker.sampling import Cancelled, finish_song, make_noise, sample, start_song, step_song
 
 FP32_CASES = ["sampler_base_lyrics", "sampler_full_instrumental", "sampler_full_edit", "sampler_base_cfg0"]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # the CI machine has 2 shared cores; tiny ops run ~50x faster without thread hand-offs
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def load_case(reference_dir: Path, name: str) -> tuple[dict, dict[str, torch.Tensor]]:
-    from safetensors.torch import load_file
-
-    meta = json.loads((reference_dir / "cases" / f"{name}.json").read_text())
-    return meta, load_file(str(reference_dir / "cases" / f"{name}.safetensors"))
 
 
 def song_kwargs(meta: dict, t: dict[str, torch.Tensor]) -> dict:

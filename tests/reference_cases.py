@@ -1,0 +1,26 @@
+"""Reading the upstream reference cases (`../shared/reference/diffrhythm/cases`) for the model-core tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # the CI machine has 2 shared cores; tiny ops run ~50x faster without thread hand-offs
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def load_case(reference_dir: Path, name: str) -> tuple[dict, dict[str, torch.Tensor]]:
+    """(the case's JSON, its tensors) for `cases/<name>.{json,safetensors}`."""
+    from safetensors.torch import load_file
+
+    meta = json.loads((reference_dir / "cases" / f"{name}.json").read_text())
+    return meta, load_file(str(reference_dir / "cases" / f"{name}.safetensors"))
