@@ -1,7 +1,8 @@
 """The studio in a real browser: Debian's Chromium driven by Playwright's Python package (no download).
 
 Fill lyrics and style, Generate, wait for the audio, share, open the link in a second browser profile
-(read-only view, "copy into my sessions"). Screenshots go to the test's tmp dir and docs/screenshots/.
+(read-only view, "copy into my sessions"). Screenshots go to the test's tmp dir; with
+STUDIO_UPDATE_SCREENSHOTS=1 they also replace the README's pictures in docs/screenshots/.
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ def studio_url(tmp_path_factory: pytest.TempPathFactory):
 def save(page, tmp: Path, name: str) -> Path:
     path = tmp / name
     page.screenshot(path=str(path), full_page=True)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(path, SHOTS / name)
+    if os.environ.get("STUDIO_UPDATE_SCREENSHOTS") == "1":  # a test run must not dirty the checkout
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, SHOTS / name)
     return path
 
 
