@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from device_worker.checkpoints import CheckpointError, check_keys
 from device_worker.dit import DiT, DiTConfig
 
 # The released architecture (upstream config/diffrhythm-1b.json) for each published checkpoint.
@@ -30,10 +31,6 @@ PRESETS: dict[str, dict[str, Any]] = {
     "diffrhythm-1.0-full": dict(_RELEASE, max_frames=6144, causal=True, duration_embed=False, text_max_pos=4096),
 }
 PRECISIONS = ("mixed", "upstream")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that does not fit the architecture (names the offending keys)."""
 
 
 def load_vae(*args: Any, **kwargs: Any):
@@ -112,23 +109,7 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
 
 def check_state_dict(model: torch.nn.Module, state: dict[str, torch.Tensor], source: str = "checkpoint") -> None:
     """Raise CheckpointError naming every missing, unexpected and mis-shaped key."""
-    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    shapes = sorted(
-        f"{k}: checkpoint {tuple(state[k].shape)} vs model {expected[k]}"
-        for k in set(expected) & set(state)
-        if tuple(state[k].shape) != expected[k]
-    )
-    problems = []
-    if missing:
-        problems.append(f"missing keys ({len(missing)}): {', '.join(missing)}")
-    if unexpected:
-        problems.append(f"unexpected keys ({len(unexpected)}): {', '.join(unexpected)}")
-    if shapes:
-        problems.append(f"wrong shapes ({len(shapes)}): {'; '.join(shapes)}")
-    if problems:
-        raise CheckpointError(f"{source} does not match the architecture: " + " | ".join(problems))
+    check_keys({k: v.shape for k, v in model.state_dict().items()}, {k: v.shape for k, v in state.items()}, source)
 
 
 def _resolve(checkpoint: str | os.PathLike) -> tuple[Path, Path | None]:

@@ -18,9 +18,7 @@ from pathlib import Path
 
 import torch
 
-
-class CheckpointError(ValueError):
-    """A VAE checkpoint that cannot be read or does not map onto the Oobleck architecture."""
+from device_worker.checkpoints import CheckpointError, check_keys, show_keys
 
 
 @dataclass(frozen=True)
@@ -41,11 +39,6 @@ class OobleckConfig:
             hop *= s
         return hop
 
-
-def _show(keys, limit: int = 12) -> str:
-    keys = sorted(keys)
-    more = f" ... and {len(keys) - limit} more" if len(keys) > limit else ""
-    return ", ".join(keys[:limit]) + more
 
 
 # --- reading files -------------------------------------------------------------------------------
@@ -98,7 +91,7 @@ def _strip_prefix(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         out[m.group(2)] = value
     if stray:
         raise CheckpointError(
-            f"keys outside encoder./decoder. that do not map to the Oobleck VAE: {_show(stray)}"
+            f"keys outside encoder./decoder. that do not map to the Oobleck VAE: {show_keys(stray)}"
         )
     if len(prefixes) > 1:
         raise CheckpointError(f"keys carry different prefixes {sorted(prefixes)!r}; expected one model")
@@ -188,7 +181,7 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> OobleckConfig:
 
     def need(key: str) -> torch.Tensor:
         if key not in sd:
-            raise CheckpointError(f"cannot infer the VAE layout: {key!r} is missing (keys: {_show(sd)})")
+            raise CheckpointError(f"cannot infer the VAE layout: {key!r} is missing (keys: {show_keys(sd)})")
         return sd[key]
 
     blocks = sorted(
@@ -222,19 +215,5 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> OobleckConfig:
 
 def check_against(model_sd: Mapping[str, torch.Tensor], sd: Mapping[str, torch.Tensor]) -> None:
     """Every key present on both sides with the same shape, or a CheckpointError listing what is off."""
-    missing = set(model_sd) - set(sd)
-    leftover = set(sd) - set(model_sd)
-    wrong = [
-        f"{k} {tuple(sd[k].shape)} != {tuple(model_sd[k].shape)}"
-        for k in sorted(set(sd) & set(model_sd))
-        if sd[k].shape != model_sd[k].shape
-    ]
-    problems = []
-    if missing:
-        problems.append(f"{len(missing)} model keys not found in the checkpoint: {_show(missing)}")
-    if leftover:
-        problems.append(f"{len(leftover)} checkpoint keys that map to nothing: {_show(leftover)}")
-    if wrong:
-        problems.append(f"{len(wrong)} shape mismatches (checkpoint != model): {'; '.join(wrong[:12])}")
-    if problems:
-        raise CheckpointError("VAE checkpoint does not match the Oobleck layout: " + " | ".join(problems))
+    check_keys({k: v.shape for k, v in model_sd.items()}, {k: v.shape for k, v in sd.items()},
+               "VAE checkpoint (Oobleck layout)")

@@ -256,7 +256,7 @@ def test_missing_leftover_and_misshaped_keys_are_named(tiny_sd) -> None:
     msg = str(err.value)
     assert "decoder.layers.3.layers.2.layers.1.bias" in msg
     assert "decoder.layers.3.extra.weight" in msg
-    assert "encoder.layers.2.layers.0.layers.0.alpha (5,) != (4,)" in msg
+    assert "encoder.layers.2.layers.0.layers.0.alpha: checkpoint (5,) vs model (4,)" in msg
 
 
 @pytest.mark.parametrize(
