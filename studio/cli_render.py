@@ -17,12 +17,11 @@ import os
 import secrets
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import click
 
-from studio.cli_serve import _models, _WorkerPlan, default_data_dir
+from studio.runtime_options import WorkerPlan, default_data_dir, model_options, resolve_models
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXAMPLES = """\b
@@ -66,23 +65,9 @@ class RenderError(click.ClickException):
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (problems and errors still show).")
 @click.option("--session", default=None, metavar="NAME", help="Also record the takes in the studio's session NAME.")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="The studio's data (database, style cache) [default: $STUDIO_DATA_DIR or ~/.local/share/diffrhythm-studio].")
 @click.option("--policy", type=click.Choice(["fifo", "fair", "share"]), default="fifo",
               help="Worker scheduling: fifo renders in file order.")
-@click.option("--worker", "workers", multiple=True, metavar="ADDR", help="A running worker (tcp://host:port); repeat.")
-@click.option("--device", "devices", multiple=True, help="Start a local worker on this device (cpu, cuda:0, ...); repeat.")
-@click.option("--backend", default="torch", help="Worker backend for local workers (torch, ttnn).")
-@click.option("--precision", default="float32", type=click.Choice(["float32", "float16", "bfloat16"]),
-              help="Local workers' precision.")
-@click.option("--dit", "dits", multiple=True, metavar="PATH|NAME", help="DiT checkpoint or model name; repeat for base and full.")
-@click.option("--vae", type=click.Path(exists=True), default=None, help="VAE checkpoint (vae_model.pt).")
-@click.option("--model", type=click.Choice(["release", "test"]), default="release",
-              help="'test': tiny random weights (noise, not music).")
-@click.option("--models-dir", type=click.Path(file_okay=False), default=None, help="Folder of model files laid out by hand.")
-@click.option("--secret-file", type=click.Path(exists=True), default=None, help="Shared secret for tcp workers.")
-@click.option("--threads", type=int, default=None, help="torch threads per local CPU worker.")
-@click.option("--test-crop-frames", type=int, default=None, hidden=True, help="Test model only: crop songs (fast tests).")
+@model_options
 def render(jobs_file: str | None, out: Path | None, lyrics_path: str | None, style: str | None,
            duration: float | None, seed: int | None, steps: int | None, cfg: float | None, resume: bool,
            strict: bool, as_json: bool, quiet: bool, session: str | None, data_dir: Path | None, policy: str,
@@ -130,13 +115,13 @@ def render(jobs_file: str | None, out: Path | None, lyrics_path: str | None, sty
         source = jobs_file
     data_dir = (data_dir or default_data_dir()).expanduser().resolve()
     try:
-        models = _models(model, dits, vae, models_dir, SimpleNamespace(model_status=None))
+        models = resolve_models(model, dits, vae, models_dir)
     except Exception as exc:
         raise RenderError(f"model files: {exc}") from None
     if test_crop_frames is not None and not models.test:
         raise RenderError("--test-crop-frames is for the test model (--model test) only")
     opts = BatchOptions(source=source, text=text, base_dir=base, outdir=outdir, data_dir=data_dir,
-                        models=models, plan=_WorkerPlan(workers, devices or (), backend, precision, secret_file,
+                        models=models, plan=WorkerPlan(workers, devices or (), backend, precision, secret_file,
                                                         threads),
                         policy=policy, crop_frames=test_crop_frames, resume=resume and not one_song,
                         strict=strict, quiet=quiet, session=session, single=song_out is not None)

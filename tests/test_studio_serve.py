@@ -87,16 +87,11 @@ def test_a_graceful_stop_leaves_running_takes_interrupted_not_cancelled(tmp_path
 def test_hand_picked_checkpoints_are_sorted_into_base_and_full(tmp_path: Path) -> None:
     import click
 
-    from studio.cli_serve import _models
-    from studio.services import ModelStatus
+    from studio.runtime_options import resolve_models
     from studio.testmodel import ensure_test_models
 
     files = ensure_test_models()
-
-    class Svc:
-        model_status = ModelStatus(ready=False)
-
-    models = _models("release", (files.full, files.base), files.vae, str(tmp_path / "empty"), Svc())
+    models = resolve_models("release", (files.full, files.base), files.vae, str(tmp_path / "empty"))
     assert (models.base, models.full, models.vae, models.test) == (files.base, files.full, files.vae, False)
     with pytest.raises(click.UsageError, match="--vae"):
-        _models("release", (files.base,), None, str(tmp_path / "empty"), Svc())
+        resolve_models("release", (files.base,), None, str(tmp_path / "empty"))

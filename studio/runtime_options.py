@@ -1,0 +1,126 @@
+"""What `studio serve` and `studio render` share: where the models come from and which workers run them.
+
+`model_options` declares the command-line options once; `resolve_models` turns them into the engine's
+`Models` (release files, hand-picked checkpoints, or the test model) and `WorkerPlan` into worker specs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(os.environ.get("STUDIO_DATA_DIR", Path(base) / "diffrhythm-studio"))
+
+
+def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The data-dir, worker and model options of serve and render (one declaration, one help text)."""
+    options = [
+        click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                     help="The studio's data: sessions, takes, uploads, style cache "
+                          "[default: $STUDIO_DATA_DIR or ~/.local/share/diffrhythm-studio]."),
+        click.option("--worker", "workers", multiple=True, metavar="ADDR",
+                     help="A running worker (tcp://host:port); repeat for several. Default: start one locally."),
+        click.option("--device", "devices", multiple=True,
+                     help="Start a local worker on this device (cpu, cuda:0, ...); repeat."),
+        click.option("--backend", default="torch", help="Worker backend for local workers (torch, ttnn)."),
+        click.option("--precision", default="float32", type=click.Choice(["float32", "float16", "bfloat16"]),
+                     help="Local workers' precision (float16/bfloat16 on GPUs)."),
+        click.option("--dit", "dits", multiple=True, metavar="PATH|NAME",
+                     help="DiT checkpoint folder/file or model name; repeat for base and full. Default: the release."),
+        click.option("--vae", type=click.Path(exists=True), default=None, help="VAE checkpoint (vae_model.pt)."),
+        click.option("--model", type=click.Choice(["release", "test"]), default="release",
+                     help="'test': tiny random weights (noise, not music) to try the whole flow without downloads."),
+        click.option("--models-dir", type=click.Path(file_okay=False), default=None,
+                     help="Folder of model files laid out by hand."),
+        click.option("--secret-file", type=click.Path(exists=True), default=None, help="Shared secret for tcp workers."),
+        click.option("--threads", type=int, default=None, help="torch threads per local CPU worker."),
+        click.option("--test-crop-frames", type=int, default=None, hidden=True,
+                     help="Test model only: crop songs to this many frames (fast tests)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+class WorkerPlan:
+    """Which workers a command runs: running ones by address, local ones per device (default: one on the CPU)."""
+
+    def __init__(self, workers: tuple[str, ...], devices: tuple[str, ...], backend: str, precision: str,
+                 secret_file: str | None, threads: int | None) -> None:
+        self.workers, self.devices, self.backend, self.precision = workers, devices, backend, precision
+        self.secret_file, self.threads = secret_file, threads
+
+    def specs(self) -> list[Any]:
+        from engine.config import WorkerSpec
+
+        out = [WorkerSpec(address=a, secret_file=self.secret_file) for a in self.workers]
+        out += [WorkerSpec(device=d, backend=self.backend, precision=self.precision, threads=self.threads)
+                for d in (self.devices or (() if self.workers else ("cpu",)))]
+        return out
+
+
+def resolve_models(model: str, dits: tuple[str, ...], vae: str | None, models_dir: str | None,
+                   status: Callable[[str], None] = lambda text: None) -> Any:
+    """The command line's model choice -> `engine.config.Models`; raises naming what is missing.
+    `status` hears about slow steps (writing the test model)."""
+    from engine.config import Models
+
+    if model == "test":
+        from studio.testmodel import ensure_test_models
+
+        status("writing the test model's tiny random weights")
+        return ensure_test_models()
+    if not dits and not vae:
+        return Models.release(models_dir)
+    # Hand-picked checkpoints: the rest (the other DiT, style model, negative style, vocabulary) comes
+    # from the released files where they are present.
+    base = _optional("diffrhythm-1.2", "cfm_model.pt", models_dir, parent=True)
+    full = _optional("diffrhythm-1.2-full", "cfm_model.pt", models_dir, parent=True)
+    for d in dits:
+        path = _dit_path(d, models_dir)
+        if _is_full(path):
+            full = path
+        else:
+            base = path
+    vae = vae or _optional("vae", "vae_model.pt", models_dir)
+    if vae is None:
+        raise click.UsageError("--dit needs --vae PATH too (the VAE of the release was not found)")
+    return Models(vae=str(vae), base=base, full=full,
+                  style=_optional("mulan", "pytorch_model.bin", models_dir, parent=True),
+                  negative_style=_optional("negative-style", "vocal.npy", models_dir),
+                  vocab=_optional("vocab", "vocab.json", models_dir))
+
+
+def _optional(name: str, filename: str, models_dir: str | None, *, parent: bool = False) -> str | None:
+    from engine import modelfiles as mf
+
+    try:
+        path = mf.resolve_file(name, filename, models_dir=models_dir)
+    except Exception:  # missing: the engine names what it needs when it needs it
+        return None
+    return str(path.parent if parent else path)
+
+
+def _dit_path(value: str, models_dir: str | None) -> str:
+    if Path(value).exists():
+        return str(Path(value).resolve())
+    from engine import modelfiles as mf
+
+    return str(mf.resolve_file(value, "cfm_model.pt", models_dir=models_dir).parent)
+
+
+def _is_full(path: str) -> bool:
+    import json
+
+    cfg = Path(path) / "config.json" if Path(path).is_dir() else Path(path).with_name("config.json")
+    try:
+        return int(json.loads(cfg.read_text()).get("max_frames", 2048)) == 6144
+    except (OSError, ValueError):
+        return "full" in Path(path).name
