@@ -166,11 +166,13 @@ class BatchRunner:
         folder = self.outdir.commit(act.partial, p.job.id)
         self._active.pop(p.job.id, None)
         wall = round(time.monotonic() - act.started, 3)
+        # The store first: a run killed between the two then never leaves a take that the manifest calls
+        # done looking interrupted in the studio's history.
+        self._record("done", p.job.id, takes, folder)
         self.manifest.set(p.job.line, outcome="done", seeds=[t["seed"] for t in takes], finished=now_iso(),
                           files=[{k: f"{p.job.id}/{v}" for k, v in t["files"].items()} for t in takes],
                           timings_s=e.timings, wall_s=wall)
         self.manifest.write("running")
-        self._record("done", p.job.id, takes, folder)
         self.progress.end(p.job.id, "done")
 
     def _fail(self, p: Pending, error: str, take: int | None, last_events: list[dict[str, Any]]) -> None:
@@ -180,10 +182,10 @@ class BatchRunner:
                    "identity_hash": p.ident_hash, "identity": p.ident, "request": p.job.raw,
                    "last_events": last_events, "at": now_iso()}
         self.outdir.write_failure(p.job.id, failure)
+        self._record("ended", p.job.id, FAILED, error)  # the store before the manifest, as in _done
         self.manifest.set(p.job.line, id=p.job.id, outcome="failed", error=error, finished=now_iso(),
                           folder=p.job.id)
         self.manifest.write("running")
-        self._record("ended", p.job.id, FAILED, error)
         if p.job.id not in self._started_ids:
             self.progress.start(p.job.id, p.job.request.variations)
         self.progress.end(p.job.id, "failed", error)
