@@ -77,6 +77,12 @@ class Backend(abc.ABC):
     def __init__(self, device: str, precision: str = "float32") -> None:
         self.device = device
         self.precision = precision
+        self._live: set[int] = set()  # ids of prepared handles not yet freed (a leak shows in `stats`)
+
+    def _track(self, handle: JobHandle) -> JobHandle:
+        """Count a freshly prepared job as live until `free`."""
+        self._live.add(id(handle))
+        return handle
 
     # ---- the core five ------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -102,9 +108,17 @@ class Backend(abc.ABC):
     def decode_window(self, job: JobHandle) -> np.ndarray:
         """Decode the job's next VAE window; returns the kept audio block, float32 [2, n]."""
 
-    @abc.abstractmethod
     def free(self, job: JobHandle) -> None:
-        """Drop everything the job holds on the device. Safe to call twice."""
+        """Drop everything the job holds on the device. Safe to call twice.
+
+        This default closes the job's VAE window generator (`extra["gen"]`) and drops its state; backends
+        that hold more on the device release that first and then call it."""
+        gen = job.extra.pop("gen", None)
+        if gen is not None:
+            gen.close()
+        job.extra.clear()
+        job.state = None
+        self._live.discard(id(job))
 
     # ---- optional services --------------------------------------------------------------------------
     def encode(self, audio: np.ndarray, seed: int) -> np.ndarray:
@@ -126,7 +140,7 @@ class Backend(abc.ABC):
 
     def live_jobs(self) -> int:
         """Prepared jobs not yet freed (the worker reports it so a leak shows in `stats`)."""
-        return 0
+        return len(self._live)
 
     def info(self) -> dict[str, str]:
         """Versions and settings for the READY event."""

@@ -56,7 +56,6 @@ class TorchBackend(Backend):
         self.threads = threads
         self.mode = mode  # half-precision flavour, see device_worker.sampling
         self.style_path = style_path
-        self._live: set[int] = set()
         self._style_model: Any = None
         self.dit: Any = None
         self.vae: Any = None
@@ -128,8 +127,7 @@ class TorchBackend(Backend):
                 start_time=spec.start_time, song_duration=spec.song_duration,
             )
             handle = JobHandle(spec, state, state.total, len(plan_windows(frames, window, overlap)))
-        self._live.add(id(handle))
-        return handle
+        return self._track(handle)
 
     def step(self, jobs: Sequence[JobHandle]) -> None:
         from device_worker.sampling import step_song
@@ -155,14 +153,6 @@ class TorchBackend(Backend):
             raise RuntimeError(f"VAE decode ended after {job.windows_done} of {job.windows_total} windows") from None
         job.windows_done += 1
         return self._numpy(block[0].float())
-
-    def free(self, job: JobHandle) -> None:
-        gen = job.extra.pop("gen", None)
-        if gen is not None:
-            gen.close()
-        job.extra.clear()
-        job.state = None
-        self._live.discard(id(job))
 
     # ---- optional services ---------------------------------------------------------------------------
     def encode(self, audio: np.ndarray, seed: int) -> np.ndarray:
@@ -204,9 +194,6 @@ class TorchBackend(Backend):
 
             return int(torch.cuda.memory_allocated(torch.device(self.device)))
         return 0
-
-    def live_jobs(self) -> int:
-        return len(self._live)
 
     def info(self) -> dict[str, str]:
         import torch

@@ -72,7 +72,6 @@ class TtnnBackend(Backend):
         self.core: Any = None  # the model core's DiT with only its host modules kept
         self.warm_times: dict[str, float] = {}  # WarmShape.key -> compile seconds
         self.model_ids: dict[str, str] = {}
-        self._live: set[int] = set()
 
     # ---- loading and warming ------------------------------------------------------------------------
     def load(self, dit: str, vae: str, progress: Progress) -> dict[str, str]:
@@ -176,8 +175,7 @@ class TtnnBackend(Backend):
             lat = _torch(spec.latent).float()  # [64, T]
             handle = JobHandle(spec, None, 0, len(plan_windows(lat.shape[-1], window, overlap)))
             handle.extra["gen"] = self.vae.decode_windows(lat, window, overlap)
-            self._live.add(id(handle))
-            return handle
+            return self._track(handle)
         n, m = spec.frames, self.core.cfg.mel_dim
         if spec.steps < 2:
             raise ValueError("steps must be >= 2 (steps points, steps - 1 Euler updates)")
@@ -211,8 +209,7 @@ class TtnnBackend(Backend):
         state = {"x": make_noise([int(spec.seed)], n, m), "t": t, "songs": songs, "cond": cond, "pred": pred,
                  "cfg": float(spec.cfg_strength), "k": 0}
         handle = JobHandle(spec, state, spec.steps - 1, len(plan_windows(n, window, overlap)))
-        self._live.add(id(handle))
-        return handle
+        return self._track(handle)
 
     def step(self, jobs: Sequence[JobHandle]) -> None:
         import torch
@@ -260,13 +257,8 @@ class TtnnBackend(Backend):
             job.state["songs"] = []
 
     def free(self, job: JobHandle) -> None:
-        self._release_songs(job)
-        gen = job.extra.pop("gen", None)
-        if gen is not None:
-            gen.close()
-        job.extra.clear()
-        job.state = None
-        self._live.discard(id(job))
+        self._release_songs(job)  # the per-song device tensors, then what every backend drops
+        super().free(job)
 
     # ---- services ----------------------------------------------------------------------------------------
     def forward(self, tensors: Mapping[str, Tensor], drop_audio_cond: bool, drop_text: bool,
@@ -295,9 +287,6 @@ class TtnnBackend(Backend):
         from device_worker.backends.ttnn.tt_common import dram_stats
 
         return dram_stats(self.card.dev)["allocated"] if self.card.dev is not None else 0
-
-    def live_jobs(self) -> int:
-        return len(self._live)
 
     def info(self) -> dict[str, str]:
         out = {"ttnn": ttnn_version(), "ttnn.precision": self.prec.label(), "pid": str(os.getpid()),
