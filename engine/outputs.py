@@ -3,7 +3,8 @@
 Every take gets its own folder, created with an atomic `mkdir` under a name holding the time, title,
 seed and a random token, so two takes can never write over each other (two engines on one data dir
 included). Files are written under a temporary name and renamed into place, the record last: a take
-whose `record.json` exists is complete; anything else is debris of a crash or cancel.
+whose `record.json` exists is complete; anything else is debris of a crash or cancel. The audio itself
+is encoded in a child process (`engine.encoder`), so a crashing encoder costs one take only.
 """
 
 from __future__ import annotations
@@ -20,22 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import soundfile as sf
 
 from device_worker import shapes
 from device_worker.audio import to_int16
+from engine.encoder import encode
 
 logger = logging.getLogger(__name__)
 
 RECORD_VERSION = 1
-# format -> (soundfile format, subtype). WAV/FLAC carry the int16 samples exactly; MP3/OGG are lossy
-# encodes of the same int16 signal.
-_SF = {
-    "wav": ("WAV", "PCM_16"),
-    "flac": ("FLAC", "PCM_16"),
-    "mp3": ("MP3", "MPEG_LAYER_III"),
-    "ogg": ("OGG", "VORBIS"),
-}
 
 
 @dataclass
@@ -89,11 +82,7 @@ def write_take(folder: Path, audio: Any, info: TakeInfo, formats: tuple[str, ...
     stem = f"{slug(info.title)}-t{info.take}-s{info.seed}"
     files: dict[str, str] = {}
     try:
-        for fmt in formats:
-            path = folder / f"{stem}.{fmt}"
-            _write_audio(path, pcm, fmt)
-            _tag(path, fmt, info)
-            files[fmt] = str(path)
+        files.update(encode(folder, stem, pcm, formats, _tags(info)))
         info.timings["write"] = round(time.perf_counter() - t0, 6)
         record = folder / f"{stem}.json"
         _atomic_write_text(record, json.dumps(make_record(info, files, pcm), indent=2, sort_keys=True))
@@ -144,56 +133,18 @@ def remove_take_files(folder: Path, files: dict[str, str] | None = None) -> None
         pass
 
 
-def _write_audio(path: Path, pcm: np.ndarray, fmt: str) -> None:
-    major, subtype = _SF[fmt]
-    tmp = path.with_name(path.name + ".partial")
-    # Lossless formats take the int16 samples as they are; the lossy encoders take float of the same.
-    data = pcm if fmt in ("wav", "flac") else pcm.astype(np.float32) / np.float32(32768)
-    sf.write(str(tmp), data, shapes.SAMPLE_RATE, format=major, subtype=subtype)
-    os.replace(tmp, path)
-
-
-def _tag(path: Path, fmt: str, info: TakeInfo) -> None:
-    """Title, lyrics, style and seed as the format's native tags (ID3 in WAV/MP3, Vorbis comments)."""
+def _tags(info: TakeInfo) -> dict[str, str]:
     style = info.request.get("style") or {}
     style_text = style.get("text") or (
         f"audio: {os.path.basename(style['audio'])}" if style.get("audio")
         else f"embedding: {os.path.basename(style.get('embedding') or '')}")
-    tags = {
+    return {
         "title": info.title or f"take {info.take}",
         "lyrics": str(info.request.get("lyrics") or ""),
         "style": style_text,
         "seed": str(info.seed),
         "software": "DiffRhythm Studio",
     }
-    if fmt in ("flac", "ogg"):
-        from mutagen.flac import FLAC
-        from mutagen.oggvorbis import OggVorbis
-
-        f = FLAC(path) if fmt == "flac" else OggVorbis(path)
-        f["TITLE"] = tags["title"]
-        f["LYRICS"] = tags["lyrics"]
-        f["COMMENT"] = f"style: {tags['style']}"
-        f["STYLE"] = tags["style"]
-        f["SEED"] = tags["seed"]
-        f["ENCODER"] = tags["software"]
-        f.save()
-        return
-    from mutagen.id3 import COMM, ID3, TIT2, TSSE, TXXX, USLT
-    from mutagen.mp3 import MP3
-    from mutagen.wave import WAVE
-
-    f = WAVE(path) if fmt == "wav" else MP3(path)
-    if f.tags is None:
-        f.add_tags()
-    id3: ID3 = f.tags
-    id3.add(TIT2(encoding=3, text=tags["title"]))
-    id3.add(USLT(encoding=3, lang="eng", desc="", text=tags["lyrics"]))
-    id3.add(COMM(encoding=3, lang="eng", desc="style", text=tags["style"]))
-    id3.add(TXXX(encoding=3, desc="SEED", text=tags["seed"]))
-    id3.add(TXXX(encoding=3, desc="STYLE", text=tags["style"]))
-    id3.add(TSSE(encoding=3, text=tags["software"]))
-    f.save()
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
