@@ -50,6 +50,9 @@ logger = logging.getLogger(__name__)
 READY_TIMEOUT_ENV = "DRS_WORKER_READY_TIMEOUT_S"
 
 
+UNIT_TIMEOUT_S = 600.0  # a card unit (one DiT step, one VAE window) running longer is hung
+
+
 class Worker:
     """A device worker process (or a connection to one) with heartbeats and per-request event queues."""
 
@@ -58,7 +61,7 @@ class Worker:
                  connect: str | None = None, policy: str = "fair", precision: str = "float32", max_jobs: int = 8,
                  threads: int | None = None, secret: bytes | None = None, secret_file: str | None = None,
                  lock_dir: str | None = None, style: str | None = None, extra_args: Sequence[str] = (),
-                 heartbeat_s: float = 0.5, dead_after_s: float = 3.0, unit_timeout_s: float | None = 600.0,
+                 heartbeat_s: float = 0.5, dead_after_s: float = 3.0, unit_timeout_s: float | None = UNIT_TIMEOUT_S,
                  env: Mapping[str, str] | None = None) -> None:
         self.dit, self.vae, self.backend, self.device = dit, vae, backend, device
         self.python, self.command, self.policy, self.precision = python, command, policy, precision
@@ -67,6 +70,8 @@ class Worker:
         self.secret_file = secret_file
         self.secret = secret if secret is not None else wire.read_secret(secret_file)
         self.heartbeat_s, self.dead_after_s, self.unit_timeout_s = heartbeat_s, dead_after_s, unit_timeout_s
+        self._slowest_unit = 0.0  # longest unit seen to finish (from PONG busy times), seconds
+        self._last_busy = 0.0
         self.env = dict(env) if env is not None else None
         self._tmpdir: str | None = None
         if connect is None and bind is None:
@@ -302,9 +307,13 @@ class Worker:
         self._last_heard = time.monotonic()
         if msg.op is P.Op.PONG:
             busy = msg.body.busy_s
-            if self.unit_timeout_s is not None and busy > self.unit_timeout_s:
+            if busy < self._last_busy:  # the previous unit ended (at least this long)
+                self._slowest_unit = max(self._slowest_unit, self._last_busy)
+            self._last_busy = busy
+            limit = self.unit_limit_s()
+            if limit is not None and busy > limit:
                 self._declare_dead(f"the worker is alive but one unit has run {busy:.0f} s "
-                                   f"(> unit_timeout_s={self.unit_timeout_s}); the card may be hung")
+                                   f"(> {limit:.0f} s); the card may be hung")
             return
         ev = Event(msg.op, msg.body, msg.tensors)
         with self._lock:
@@ -315,6 +324,15 @@ class Worker:
             logger.debug("[remote] no waiter for rid=%d op=%s", msg.rid, msg.op.name)
             return
         waiter.put(ev)
+
+    def unit_limit_s(self) -> float | None:
+        """How long one unit may run before the card counts as hung. None on a CPU: a CPU does not wedge
+        the way a card does, and a release-size CPU step legitimately takes minutes. On a card: the
+        configured bound, stretched to 10x the slowest unit seen, so a slow but healthy model never trips it."""
+        device = (self.welcome.device if self.welcome else self.device) or ""
+        if self.unit_timeout_s is None or device.startswith("cpu"):
+            return None
+        return max(self.unit_timeout_s, 10.0 * self._slowest_unit)
 
     def _check_health(self, now: float, sock: zmq.Socket, limits: P.Limits) -> None:
         if self._dead is not None or self._closed:

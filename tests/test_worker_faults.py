@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 import pytest
+import zmq
 from _worker_util import RawPeer, Song, reference
 
 from device_worker import protocol as P
@@ -208,3 +209,27 @@ def test_worker_exits_when_its_engine_is_killed(paths, tmp_path):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda:0"])
+def test_a_slow_unit_is_not_a_hang_on_a_cpu_and_stretches_the_bound_on_a_card(device: str) -> None:
+    """Release-size CPU steps take minutes: no "hung" for them. On a card a unit past the bound is hung,
+    but the bound grows to 10x the slowest unit seen to finish, so a slow healthy model never trips it."""
+    w = Worker(connect="tcp://127.0.0.1:1", device=device, secret=SECRET, unit_timeout_s=60.0)
+    limits = P.Limits(max_jobs=8)
+
+    def pong(busy: float) -> None:
+        w._on_frames([zmq.Frame(bytes(f)) for f in wire.encode(P.Pong(busy_s=busy), 0, key=SECRET)], limits)
+
+    for busy in (10.0, 50.0, 0.0):  # one 50 s unit finishes
+        pong(busy)
+    pong(400.0)  # within 10 x 50 s
+    assert w._dead is None
+    pong(0.0)
+    pong(3900.0)  # the 400 s unit finished: the bound is now 4000 s
+    assert w._dead is None
+    pong(4100.0)
+    if device == "cpu":
+        assert w._dead is None and w.unit_limit_s() is None
+    else:
+        assert w._dead is not None and "hung" in str(w._dead)
