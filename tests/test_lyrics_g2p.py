@@ -9,7 +9,8 @@ from lyrics_fixtures import tokenizer, vocab_path  # noqa: F401
 
 from engine.lyrics.g2p import LyricTokenizer
 from engine.lyrics.g2p.english import merge_phones, normalise_numbers, normalise_text
-from engine.lyrics.g2p.mandarin import bopomofo_to_symbols, number_to_chinese
+from engine.lyrics.g2p.mandarin import bopomofo_to_symbols
+from engine.lyrics.g2p.zh_numbers import numbers_to_chinese
 from engine.lyrics.g2p.segment import segments
 from engine.lyrics.vocab import VocabError, load_vocab
 
@@ -35,8 +36,8 @@ def test_segments_like_upstream():
     assert segments("") == [("", "")]
 
 
-def test_chinese_fallback_says_so(tokenizer):  # noqa: F811
-    enc = tokenizer.encode("我爱你")
+def test_chinese_fallback_says_so(tmp_path, vocab_path):  # noqa: F811
+    enc = LyricTokenizer(vocab_path, chinese_data_dir=tmp_path).encode("我爱你")  # a folder without the files
     assert enc.chinese_mode == "pypinyin" and enc.languages == ("zh",)
     assert enc.phones == "uo↓↑|aɪ↓|n|i↓↑" and not enc.unknown_phones
     assert all(t > 75 or t in (45, 46, 51, 34) for t in enc.tokens)  # Mandarin symbols + shared n/m/l/f
@@ -44,8 +45,8 @@ def test_chinese_fallback_says_so(tokenizer):  # noqa: F811
 
 def test_chinese_sandhi_and_apical_vowels():
     assert bopomofo_to_symbols("ㄓˋ|ㄙˉ|ㄋㄧˇ") == "ts`⁼ɹ↓|sɹ→|n|i↓↑"
-    assert number_to_chinese("2024") == "二千零二十四" and number_to_chinese("10") == "十"
-    assert number_to_chinese("3.14") == "三点一四"
+    assert numbers_to_chinese("2024") == "二千零二十四" and numbers_to_chinese("10") == "十"
+    assert numbers_to_chinese("3.14") == "三点一四" and numbers_to_chinese("2024年") == "二零二四年"
 
 
 def test_chinese_lexicon_mode(tmp_path, vocab_path):  # noqa: F811

@@ -23,7 +23,7 @@ import struct
 from dataclasses import dataclass, field
 
 from device_worker.shapes import BASE_FRAMES, end_frame_for, max_frames_for, seconds_to_frame
-from engine.lyrics.g2p import LyricTokenizer
+from engine.lyrics.g2p import UPSTREAM, LyricTokenizer, chinese_note, dropped_warning
 from engine.lyrics.lrc import LYRIC, UNPARSEABLE, parse_lrc
 from engine.lyrics.report import (
     BREAK,
@@ -74,7 +74,9 @@ def fp16(x: float) -> float:
 
 
 def default_tokenizer() -> LyricTokenizer:
-    key = os.environ.get("STUDIO_LYRICS_VOCAB", "")
+    """One tokenizer per process and lookup setting (the vocab and Chinese files it finds)."""
+    key = "\0".join(os.environ.get(name, "") for name in
+                    ("STUDIO_LYRICS_VOCAB", "STUDIO_SHARED_DIR", "STUDIO_MODELS_DIR", "STUDIO_CHINESE_G2P_DIR"))
     if key not in _DEFAULT:
         _DEFAULT[key] = LyricTokenizer()
     return _DEFAULT[key]
@@ -106,12 +108,13 @@ def layout_lyrics(text: str, duration_s: float, *, tokenizer: LyricTokenizer | N
             reports.append(LineReport(p.number, p.raw, status, p.note))
             continue
         enc = tok.encode(p.text, digits_language=digits_lang)
-        if enc.chinese_mode == "pypinyin":
-            notes.add("Chinese read with the pypinyin fallback (upstream's lexicon and polyphone model are not "
-                      "installed): readings of polyphonic characters may differ from upstream's")
+        if enc.chinese_mode and enc.chinese_mode != UPSTREAM:
+            notes.add(chinese_note(tok))
         reasons = [r for r in (p.note, enc.note) if r]
         r = LineReport(p.number, p.raw, SUNG, "; ".join(reasons), p.time, p.text, list(enc.tokens),
                        frame=seconds_to_frame(p.time))
+        if enc.dropped:
+            r.warnings.append(dropped_warning(enc.dropped))
         if enc.kind == "break":
             r.status = BREAK
         elif enc.kind == "unsupported":

@@ -6,8 +6,10 @@ Honesty about pins (the hub cannot be reached from where this was written):
 - MuQ-MuLan / MuQ / XLM-R: revisions pinned to commits seen pinned in a third-party project that
   downloads them; not verified here. Checksums unknown.
 - Upstream GitHub files (g2p data, vocal.npy): pinned to DiffRhythm commit 28ad63c0 with their git blob
-  ids (read from the repository), so they are fully verifiable; vocab.json and vocal.npy also have a
-  sha256 computed from copies checked against those blob ids.
+  ids (read from the repository), so they are fully verifiable; vocab.json, vocal.npy, the Chinese
+  lexicon, the pinyin table and the polyphone ONNX model also have a size and a sha256 computed from
+  copies checked against those blob ids (the two large ones from the PyPI sdist maskgct 0.0.19, whose
+  copies have upstream's blob ids).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ DIFFRHYTHM_COMMIT = "28ad63c0f096fe2ee258bcabbcf081d5d9366afd"  # ASLP-lab/DiffR
 APACHE_DR = "Apache-2.0 (DiffRhythm code and DiT weights, per the upstream README)"
 STABILITY = "Stability AI Community License (stable-audio-community; read it before commercial use)"
 CC_BY_NC = "CC-BY-NC-4.0 (MuQ weights: non-commercial use only)"
+G2P_LICENCE = ("Apache-2.0 (upstream repository); upstream's g2p folder comes from Amphion, whose source "
+               "headers say MIT")
 
 
 @dataclass(frozen=True)
@@ -80,8 +84,8 @@ MUQ = _hf("OpenMuQ/MuQ-large-msd-iter", "0562a57814f6f8bbd9fdea0a25921a2fce1a841
 XLMR = _hf("FacebookAI/xlm-roberta-base", "e73636d4f797dec63c3081bb6ed5c7b0bb3f2089", aliases=("xlm-roberta-base",))
 
 
-def _g2p(path: str, size: int | None, git_sha1: str, approx: str = "") -> FileSpec:
-    return FileSpec(UPSTREAM, path, size=size, git_sha1=git_sha1, approx=approx)
+def _g2p(path: str, size: int | None, git_sha1: str, approx: str = "", sha256: str | None = None) -> FileSpec:
+    return FileSpec(UPSTREAM, path, size=size, git_sha1=git_sha1, approx=approx, sha256=sha256)
 
 
 MODELS: tuple[ModelSpec, ...] = (
@@ -110,18 +114,23 @@ MODELS: tuple[ModelSpec, ...] = (
               (FileSpec(UPSTREAM, "g2p/g2p/vocab.json", size=5802,
                         sha256="0f5c44e05f79df8ae4fd77d7772950436a8bacc83d134fdf0ae3c72412b5676a",
                         git_sha1="28d32aaf01881c6ff5449aaaf942d94b753a4e91"),), "Apache-2.0 (upstream repository)"),
-    ModelSpec("chinese-lexicon", "Chinese word -> pinyin lexicon",
-              (_g2p("g2p/sources/chinese_lexicon.txt", None, "7dc9e466816b0d4474c785b8326c3f5d1ae0d555", "> 4 MiB"),),
-              "Apache-2.0 (upstream repository)"),
-    ModelSpec("polyphone", "Chinese polyphone BERT (ONNX) and its tables",
-              (_g2p("g2p/sources/g2p_chinese_model/poly_bert_model.onnx", None,
-                    "80c1cb3be59fea9723fc186ad6eea74194a93275", "> 4 MiB"),
+    ModelSpec("chinese-lexicon", "Chinese word -> pinyin lexicon and pinyin -> bopomofo table (Chinese lyrics)",
+              (_g2p("g2p/sources/chinese_lexicon.txt", 14779443, "7dc9e466816b0d4474c785b8326c3f5d1ae0d555",
+                    sha256="a3a7685d1c3e68eb2fa304bfc63e90c90c3c1a1948839a5b1b507b2131b3e2fb"),
+               _g2p("g2p/sources/pinyin_2_bpmf.txt", 5262, "af74dc687a547ed7822dacc77b7491924a8dcf1b",
+                    sha256="dc8b048a20cf61d04b5a36bc6939db74095719b8099269a1269023ee3e6535b4")),
+              G2P_LICENCE, note="without it Chinese lyrics are read by pypinyin, which differs from upstream"),
+    ModelSpec("polyphone", "Chinese polyphone BERT (ONNX, run by onnxruntime on the CPU) and its tables",
+              (_g2p("g2p/sources/g2p_chinese_model/poly_bert_model.onnx", 76583333,
+                    "80c1cb3be59fea9723fc186ad6eea74194a93275",
+                    sha256="8765d835ffdf9811c832d4dc7b6a552757aa8615c01d1184db716a50c20aebbc"),
                _g2p("g2p/sources/g2p_chinese_model/config.json", 18485, "5fb70ca91db27a4ad73b58a0c500a903be9bc1a9"),
                _g2p("g2p/sources/g2p_chinese_model/polychar.txt", 636, "819f6249a661134128c7a4bc72a1059ebe133d20"),
                _g2p("g2p/sources/g2p_chinese_model/polydict.json", 8210, "903fd018067b185c8cb8cd8a5b6cf07822512989"),
                _g2p("g2p/sources/g2p_chinese_model/polydict_r.json", 7428, "aabbe6257493eaee7d3f0b77f78f0cb006e89fb6"),
                _g2p("g2p/sources/g2p_chinese_model/vocab.txt", 109534, "66b6d20eebda7da8499e68ef9b1980990c0042cc")),
-              "Apache-2.0 (upstream repository)"),
+              G2P_LICENCE, note="without it polyphones (还, 得, 为, ...) in Chinese lyrics may be read differently "
+                                "from upstream"),
     ModelSpec("negative-style", "negative style embedding (upstream infer/example/vocal.npy)",
               (FileSpec(UPSTREAM, "infer/example/vocal.npy", size=2176,
                         sha256="6cb7d74eb7a8eda12acb8247b21d373928301db8a8cb0db480d341799fed3ce5",

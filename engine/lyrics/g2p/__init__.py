@@ -15,6 +15,11 @@ tokenizer decides instead, and says what it did in `LineTokens.note`:
 * letters of other scripts (kana, hangul, Cyrillic, ...) -> no phonemes (`kind="unsupported"`): the
   model's vocabulary has no symbols for them, so the words cannot be sung.
 
+Chinese runs are read by `mandarin.MandarinReader` with upstream's lexicon and polyphone model when their
+files are found (`zh_data.find_chinese_files`: an explicit folder, else the model-file lookup with
+`models_dir`, else beside the vocab); `LineTokens.chinese_mode` says which readings were used and
+`LineTokens.dropped` names characters that yield no phone (upstream drops them too).
+
 Results are cached per (line, digits language).
 """
 
@@ -26,14 +31,16 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from engine.lyrics.g2p.english import EspeakMissing, english_phones, espeak_available
-from engine.lyrics.g2p.mandarin import mandarin_phones
+from engine.lyrics.g2p.mandarin import LEXICON, MERGED, OUTSIDE, PYPINYIN, UNREAD, UPSTREAM, MandarinReader
 from engine.lyrics.g2p.segment import segments
+from engine.lyrics.g2p.zh_data import CHINESE_DATA_ENV, find_chinese_files
 from engine.lyrics.vocab import Vocab, load_vocab
 
-__all__ = ["EspeakMissing", "LineTokens", "LyricTokenizer", "espeak_available", "segments"]
+__all__ = ["CHINESE_DATA_ENV", "LEXICON", "PYPINYIN", "UPSTREAM", "EspeakMissing", "LineTokens", "LyricTokenizer",
+           "chinese_note", "dropped_warning", "espeak_available", "segments"]
 
-CHINESE_DATA_ENV = "STUDIO_CHINESE_G2P_DIR"
 _CACHE_LIMIT = 8192
+_FULL_WIDTH_DIGITS = str.maketrans("０１２３４５６７８９", "0123456789")
 
 
 @dataclass(frozen=True)
@@ -43,18 +50,20 @@ class LineTokens:
     languages: tuple[str, ...]
     kind: str = "words"  # "words", "break" (nothing to sing), "unsupported" (script without symbols)
     note: str = ""
-    chinese_mode: str = ""  # "", "lexicon" or "pypinyin"
+    chinese_mode: str = ""  # "" (no Chinese), "upstream", "lexicon" or "pypinyin" (mandarin.py)
     unknown_phones: tuple[str, ...] = field(default=())
+    dropped: tuple[tuple[str, str], ...] = field(default=())  # (character, why) not sung, as upstream
 
 
 class LyricTokenizer:
     """Upstream-compatible g2p with a per-line cache. Needs espeak-ng for English."""
 
     def __init__(self, vocab: Vocab | str | os.PathLike[str] | None = None,
-                 chinese_data_dir: str | os.PathLike[str] | None = None) -> None:
+                 chinese_data_dir: str | os.PathLike[str] | None = None, *,
+                 models_dir: str | os.PathLike[str] | None = None) -> None:
         self.vocab = vocab if isinstance(vocab, Vocab) else load_vocab(vocab)
-        data = chinese_data_dir if chinese_data_dir is not None else os.environ.get(CHINESE_DATA_ENV)
-        self.chinese_data_dir = str(data) if data else None
+        self.chinese_files = find_chinese_files(chinese_data_dir, models_dir=models_dir, vocab_path=self.vocab.path)
+        self.mandarin = MandarinReader(self.chinese_files)  # loads its data on the first Chinese line
         self._cache: dict[tuple[str, str], LineTokens] = {}
 
     def encode(self, text: str, *, digits_language: str = "en") -> LineTokens:
@@ -67,9 +76,10 @@ class LyricTokenizer:
             self._cache[key] = hit
         return hit
 
-    def _phones(self, seg: str, lang: str) -> tuple[str, str]:
+    def _phones(self, seg: str, lang: str, dropped: list[tuple[str, str]]) -> tuple[str, str]:
         if lang == "zh":
-            res = mandarin_phones(seg, self.chinese_data_dir)
+            res = self.mandarin.phones(seg)
+            dropped += res.dropped
             return res.phones, res.mode
         return english_phones(seg), ""
 
@@ -78,8 +88,9 @@ class LyricTokenizer:
         if len(segs) == 1 and segs[0][1] in ("", "other"):
             return self._encode_other(text, digits_language)
         all_phones, tokens, modes = "", [], set()
+        dropped: list[tuple[str, str]] = []
         for index, (seg, lang) in enumerate(segs):
-            phones, mode = self._phones(seg, lang)
+            phones, mode = self._phones(seg, lang, dropped)
             if mode:
                 modes.add(mode)
             all_phones += phones + "|"
@@ -88,15 +99,16 @@ class LyricTokenizer:
             if lang == "en" and index == len(segs) - 1 and len(all_phones) >= 2 and all_phones[-2] == "_":
                 all_phones = all_phones[:-2]
                 tokens = tokens[:-1]
-        mode = "pypinyin" if "pypinyin" in modes else ("lexicon" if modes else "")
+        mode = next(iter(modes), "")  # one reader: one mode
         unknown = tuple(self.vocab.unknown(all_phones.strip("|")))
         return LineTokens(tokens, all_phones.rstrip("|"), tuple(lang for _, lang in segs),
-                          chinese_mode=mode, unknown_phones=unknown)
+                          chinese_mode=mode, unknown_phones=unknown, dropped=tuple(dropped))
 
     def _encode_other(self, text: str, digits_language: str) -> LineTokens:
         lang = "zh" if digits_language == "zh" else "en"
+        text = text.translate(_FULL_WIDTH_DIGITS)
         if re.search(r"[0-9]", text):
-            phones, mode = self._phones(text, lang)
+            phones, mode = self._phones(text, lang, [])
             tokens = self.vocab.model_ids(phones)
             if lang == "en" and phones.endswith("_") and tokens:
                 tokens = tokens[:-1]
@@ -113,6 +125,40 @@ class LyricTokenizer:
         return LineTokens([], "", (), kind="unsupported",
                           note=f"{script} text has no symbols in the model's vocabulary and cannot be sung "
                                "(upstream crashes here); write it in Chinese characters, pinyin or English")
+
+
+_DROP_ADVICE = {
+    UNREAD: "upstream's lexicon has no reading for {it}; write the simplified character or another word",
+    OUTSIDE: "the model reads Chinese characters (U+4E00-U+9FFF) and English letters only",
+    MERGED: "upstream joins 不 to the word after it, so a 不 at the end of a phrase (or after another 不) is "
+            "lost; put a word after it",
+}
+
+
+def dropped_warning(dropped: tuple[tuple[str, str], ...]) -> str:
+    """'not sung: 賣 (upstream's lexicon has no reading for it; ...)', grouped by reason."""
+    by_reason: dict[str, list[str]] = {}
+    for ch, why in dropped:
+        by_reason.setdefault(why, []).append(ch)
+    parts = []
+    for why, chars in by_reason.items():
+        unique = list(dict.fromkeys(chars))
+        advice = _DROP_ADVICE.get(why, why).format(it="it" if len(unique) == 1 else "them")
+        parts.append(f"{' '.join(unique)} ({advice})")
+    return "not sung: " + "; ".join(parts) + " - upstream drops the same characters, so the ids are upstream's"
+
+
+def chinese_note(tokenizer: LyricTokenizer) -> str:
+    """The song-level note for Chinese lines not read with upstream's lexicon and polyphone model."""
+    reader = tokenizer.mandarin
+    why = reader.problem or "unknown reason"
+    if reader.mode == LEXICON:
+        fix = ("pip install onnxruntime" if "onnxruntime" in why
+               else "studio models fetch --only polyphone")
+        return (f"Chinese lines laid out without the polyphone model ({why}): polyphones such as 还 得 为 are "
+                f"read by pypinyin and may differ from upstream's; fix: {fix}")
+    return (f"Chinese lines laid out without upstream's lexicon and polyphone model ({why}): read by pypinyin, "
+            "so readings may differ from upstream's; fix: studio models fetch --only chinese-lexicon --only polyphone")
 
 
 def _script_name(ch: str) -> str:
