@@ -29,6 +29,26 @@ MAX_LYRICS_CHARS = 200_000
 _LRC_STAMP = re.compile(r"^\s*\[\d{1,3}:\d{1,2}(?:[.:]\d{1,3})?\]", re.MULTILINE)
 
 
+def lyrics_problem(lyrics: Any, duration: Any) -> str | None:
+    """What is wrong with lyrics and a song length before any layout work is spent on them (None: fine).
+
+    Every entry point that lays lyrics out (the page's live report, the API, `studio lyrics check`) checks
+    this first, so an oversized or malformed input costs nothing."""
+    import math
+
+    if not isinstance(lyrics, str):
+        return "lyrics must be text"
+    if len(lyrics) > MAX_LYRICS_CHARS:
+        return f"lyrics are {len(lyrics):,} characters; the limit is {MAX_LYRICS_CHARS:,}"
+    if isinstance(duration, bool) or not isinstance(duration, (int, float)) or not math.isfinite(duration):
+        return f"duration must be a number of seconds, got {duration!r}"
+    try:
+        shapes.max_frames_for(duration)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 class ValidationError(ValueError):
     """A request that cannot be run; `.problems` names every reason (field + message)."""
 

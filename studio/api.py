@@ -1,18 +1,21 @@
 """Named, stable API endpoints for `gradio_client` scripts (the browser UI uses private events).
 
     from gradio_client import Client, handle_file
-    c = Client("http://127.0.0.1:7860/")
-    s = c.predict({"lyrics": "[00:10.00]Hello", "style_text": "synth pop", "duration": 95}, "", "",
+    c = Client("http://127.0.0.1:7860/", headers={"Authorization": "Bearer <token>"})  # `studio token`
+    s = c.predict({"lyrics": "[00:10.00]Hello", "style_text": "synth pop", "duration": 95}, "",
                   api_name="/submit")                      # -> {"session_id", "takes": [take ids]}
     for snap in c.submit(s["takes"][0], api_name="/follow"): ...   # progress snapshots, then the take
     take = c.predict(s["takes"][0], api_name="/take")        # status, seed, files, urls, record
 
-A session id is the key to change a session; a share token only reads. Paths a client names must lie
-inside the studio's data directory (upload reference songs with /upload_reference first).
+Who calls is decided here, from the signed token in the request's headers (`studio.identity`), never
+from anything in the arguments: every session is listed to, read and changed by its owner only. A share
+token (`?s=` of a link) reads exactly its session's finished takes. Paths a client names must lie inside
+the studio's data directory (upload reference songs with /upload_reference first).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,8 @@ from studio.config import PathRefused
 from studio.forms import ComposeForm, FormError
 from studio.services import Services, UploadRefused
 from studio.store import StoreError, TakeInfo
+
+log = logging.getLogger(__name__)
 
 
 def _take(t: TakeInfo, svc: Services) -> dict[str, Any]:
@@ -35,18 +40,56 @@ def _take(t: TakeInfo, svc: Services) -> dict[str, Any]:
     return d
 
 
+NEED_TOKEN = ("This endpoint needs your access token: run `studio token` on the studio's machine and send it "
+              "as the header `Authorization: Bearer <token>`.")
+
+
 def register(svc: Services) -> None:
     """Define the endpoints inside the current `gr.Blocks` context."""
     store = svc.store
 
-    def submit(form: dict, session_id: str = "", owner: str = "") -> dict:
+    def caller(request: gr.Request | None) -> str:
+        owner = svc.identity.from_request(request)
+        if owner is None:
+            raise gr.Error(NEED_TOKEN)
+        return owner
+
+    def own_session(session_id: Any, owner: str) -> Any:
+        """The caller's session; the same answer for a foreign id as for none (no probing)."""
+        s = store.get_session(session_id) if isinstance(session_id, str) and session_id else None
+        if s is None or s.owner != owner:
+            raise gr.Error("No such session among yours.")
+        return s
+
+    def own_take(take_id: Any, owner: str) -> TakeInfo:
+        t = store.get_take(take_id) if isinstance(take_id, str) and take_id else None
+        if t is None:
+            raise gr.Error("No such take among yours.")
+        own_session(t.session_id, owner)
+        return t
+
+    def readable_take(take_id: Any, share: Any, request: gr.Request | None) -> TakeInfo:
+        """A take of the caller's, or a finished take of the session `share` opens."""
+        t = store.get_take(take_id) if isinstance(take_id, str) and take_id else None
+        if t is not None:
+            owner = svc.identity.from_request(request)
+            s = store.get_session(t.session_id)
+            if s is not None and owner is not None and s.owner == owner:
+                return t
+            shared = store.resolve_share(share) if isinstance(share, str) and share else None
+            if shared is not None and shared.id == t.session_id and t.status == "done":
+                return t
+        raise gr.Error("No such take that you can read (your own, or a finished one of a link you hold).")
+
+    def submit(form: dict, session_id: str = "", request: gr.Request = None) -> dict:
         """Start a song from a compose form (ComposeForm fields); returns the session and new take ids."""
+        owner = caller(request)
         if svc.runner is None:
             raise gr.Error(svc.model_status.banner_markdown())
+        if not isinstance(form, dict):
+            raise gr.Error("The form must be a JSON object of compose fields.")
         f = ComposeForm.from_dict(form)
-        session = store.get_session(session_id) if session_id else None
-        if session_id and session is None:
-            raise gr.Error(f"No session {session_id!r}.")
+        session = own_session(session_id, owner) if session_id else None
         try:
             request = f.to_request(store, svc.config)
         except (FormError, PathRefused, StoreError) as exc:
@@ -56,28 +99,25 @@ def register(svc: Services) -> None:
         if not validation.ok:
             raise gr.Error("Invalid request: " + "; ".join(str(p) for p in validation.problems))
         if session is None:
-            session = store.create_session(f.title, owner=owner or None, inputs=f.session_inputs())
+            session = store.create_session(f.title, owner=owner, inputs=f.session_inputs())
         else:
             store.update_session(session.id, inputs=f.session_inputs())
         parent = f.edit_take if f.edit_mode != "none" else None
         try:
             takes = svc.runner.submit(session.id, request, parent_id=parent)
-        except Exception as exc:
-            raise gr.Error(f"{type(exc).__name__}: {exc}") from None
+        except Exception as exc:  # the engine's busy/validation errors, worded by the engine
+            raise gr.Error(str(exc)) from None
         return {"session_id": session.id, "takes": [t.id for t in takes], "seeds": [t.seed for t in takes]}
 
-    def take(take_id: str) -> dict:
-        """One take: status, progress, seed, files (paths and URLs), timings and the full record."""
-        t = store.get_take(take_id)
-        if t is None:
-            raise gr.Error(f"No take {take_id!r}.")
-        return _take(t, svc)
+    def take(take_id: str, share: str = "", request: gr.Request = None) -> dict:
+        """One take: status, progress, seed, files (paths and URLs), timings and the full record.
+        `share`: the token of a link, to read a finished take of a session shared with you."""
+        return _take(readable_take(take_id, share, request), svc)
 
-    def follow(take_id: str) -> Iterator[dict]:
+    def follow(take_id: str, request: gr.Request = None) -> Iterator[dict]:
         """Progress snapshots (queued position, step k/N, decoding window j/M, ETA) until the take ends;
         the last value is the finished take."""
-        if store.get_take(take_id) is None:
-            raise gr.Error(f"No take {take_id!r}.")
+        own_take(take_id, caller(request))
         if svc.runner is not None and svc.runner.live(take_id) is not None:
             for snap in svc.runner.follow([take_id]):
                 lv = snap[take_id]
@@ -88,14 +128,15 @@ def register(svc: Services) -> None:
                        "seed": lv.seed}
         yield _take(store.get_take(take_id), svc)
 
-    def cancel(take_id: str) -> dict:
+    def cancel(take_id: str, request: gr.Request = None) -> dict:
         """Cancel the job rendering this take (all its variations)."""
+        own_take(take_id, caller(request))
         return {"take_id": take_id, "cancelling": bool(svc.runner and svc.runner.cancel(take_id))}
 
-    def retry(session_id: str, take_id: str) -> dict:
+    def retry(session_id: str, take_id: str, request: gr.Request = None) -> dict:
         """Render an interrupted (or failed/cancelled) take again with its request and recorded seed."""
-        t = store.get_take(take_id)
-        if t is None or t.session_id != session_id:
+        t = own_take(take_id, caller(request))
+        if t.session_id != session_id:
             raise gr.Error("That take does not belong to this session.")
         if svc.runner is None:
             raise gr.Error(svc.model_status.banner_markdown())
@@ -107,10 +148,11 @@ def register(svc: Services) -> None:
         new = svc.runner.submit(session_id, request, parent_id=t.parent_id)
         return {"take_id": new[0].id, "seed": new[0].seed, "retry_of": t.id}
 
-    def set_take(session_id: str, take_id: str, name: str = "", starred: str = "", deleted: str = "") -> dict:
+    def set_take(session_id: str, take_id: str, name: str = "", starred: str = "", deleted: str = "",
+                 request: gr.Request = None) -> dict:
         """Rename ("name"), star ("true"/"false") or delete/undelete ("true"/"false") one of your takes."""
-        t = store.get_take(take_id)
-        if t is None or t.session_id != session_id:
+        t = own_take(take_id, caller(request))
+        if t.session_id != session_id:
             raise gr.Error("That take does not belong to this session.")
         if name:
             store.rename_take(take_id, name)
@@ -120,50 +162,55 @@ def register(svc: Services) -> None:
             (store.delete_take if deleted.lower() == "true" else store.undelete_take)(take_id)
         return _take(store.get_take(take_id), svc)
 
-    def takes(session_id: str) -> list:
+    def takes(session_id: str, request: gr.Request = None) -> list:
         """The session's takes, oldest first (deleted ones left out)."""
-        if store.get_session(session_id) is None:
-            raise gr.Error(f"No session {session_id!r}.")
+        own_session(session_id, caller(request))
         return [_take(t, svc) for t in store.list_takes(session_id)]
 
-    def sessions(query: str = "", owner: str = "") -> list:
-        """Sessions, newest first; with a query: title, lyrics or style contain it."""
-        found = store.search(query, owner=owner or None) if query.strip() else store.list_sessions(owner or None)
+    def sessions(query: str = "", request: gr.Request = None) -> list:
+        """Your sessions, newest first; with a query: title, lyrics or style contain it."""
+        owner = caller(request)
+        query = query if isinstance(query, str) else ""
+        found = store.search(query, owner=owner) if query.strip() else store.list_sessions(owner)
         return [{"id": s.id, "title": s.title, "takes": s.take_count, "updated": s.updated_at.isoformat() + "Z",
                  "style": s.style} for s in found]
 
-    def share(session_id: str) -> dict:
+    def share(session_id: str, request: gr.Request = None) -> dict:
         """The session's read-only link (`/?s=<token>`), created on first use."""
+        own_session(session_id, caller(request))
         try:
             link = store.share(session_id)
         except StoreError as exc:
             raise gr.Error(str(exc)) from None
         return {"token": link.token, "link": link.url_path}  # not "path": clients treat {"path"} as a file
 
-    def revoke(session_id: str, token: str) -> dict:
-        """Revoke a link of a session you hold (the session id proves it)."""
+    def revoke(session_id: str, token: str, request: gr.Request = None) -> dict:
+        """Revoke a link of one of your sessions."""
+        own_session(session_id, caller(request))
         if token not in {x.token for x in store.share_links(session_id)}:
             raise gr.Error("That link does not belong to this session.")
         return {"token": token, "revoked": store.revoke(token).revoked}
 
     def shared(token: str) -> dict:
         """Read a shared session: title, inputs and finished takes (no session id: read-only)."""
-        s = store.resolve_share(token)
+        s = store.resolve_share(token) if isinstance(token, str) and token else None
         if s is None:
             raise gr.Error("This share link was revoked or never existed.")
         return {"title": s.title, "inputs": s.inputs, "read_only": True,
                 "takes": [_take(t, svc) for t in store.list_takes(s.id) if t.status == "done"]}
 
-    def copy_shared(token: str, owner: str = "") -> dict:
+    def copy_shared(token: str, request: gr.Request = None) -> dict:
         """Copy a shared session into your sessions; returns the new session id."""
-        s = store.resolve_share(token)
+        owner = caller(request)
+        s = store.resolve_share(token) if isinstance(token, str) and token else None
         if s is None:
             raise gr.Error("This share link was revoked or never existed.")
-        copy = store.copy_session(s.id, owner=owner or None)
+        copy = store.copy_session(s.id, owner=owner)
         return {"session_id": copy.id, "title": copy.title, "takes": copy.take_count}
 
-    def save_style(name: str, style_text: str = "", style_audio: str = "") -> dict:
+    def save_style(name: str, style_text: str = "", style_audio: str = "", request: gr.Request = None) -> dict:
         """Save a named style from a prompt or an uploaded recording (its embedding is kept)."""
+        caller(request)
         try:
             st = svc.save_style(name, text=style_text, audio=style_audio or None)
         except Exception as exc:
@@ -176,17 +223,25 @@ def register(svc: Services) -> None:
 
     def lyrics_report(lyrics: str, duration: float = 95) -> dict:
         """The per-line report for lyrics at a song length (what will be sung, dropped, rushed)."""
-        from engine.request import SongRequest, layout_request_lyrics
+        from engine.request import SongRequest, layout_request_lyrics, lyrics_problem
 
+        problem = lyrics_problem(lyrics, duration)
+        if problem:
+            raise gr.Error(problem)
         try:
             return layout_request_lyrics(SongRequest(lyrics=lyrics, duration=float(duration))).to_dict()
-        except Exception as exc:
-            raise gr.Error(f"{type(exc).__name__}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - worded for the musician, never a traceback
+            log.exception("lyrics report failed")
+            raise gr.Error(f"These lyrics cannot be laid out: {exc}") from None
 
     def time_lyrics(plain: str, duration: float = 95) -> str:
         """Plain lyrics (optionally with [Verse]/[Chorus] tags) -> a timed LRC."""
         from engine.lyrics import time_lyrics as _time
+        from engine.request import lyrics_problem
 
+        problem = lyrics_problem(plain, duration)
+        if problem:
+            raise gr.Error(problem)
         try:
             return _time(plain, float(duration))
         except Exception as exc:
@@ -202,8 +257,9 @@ def register(svc: Services) -> None:
     upload_out = gr.JSON(visible=False)
     upload_btn = gr.Button(visible=False)
 
-    def upload_reference(path: str | None) -> dict:
+    def upload_reference(path: str | None, request: gr.Request = None) -> dict:
         """Keep an audio file in the data directory (size and length limits); returns {"file": its path for forms}."""
+        caller(request)
         if not path:
             raise gr.Error("No file received.")
         try:

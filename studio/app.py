@@ -26,8 +26,11 @@ CSS_FILE = UI_ASSETS / "studio.css"
 
 def build_app(svc: Services) -> gr.Blocks:
     with gr.Blocks(title="DiffRhythm Studio") as demo:
-        owner = gr.BrowserState("", storage_key="diffrhythm-studio-owner")
-        session = gr.BrowserState("", storage_key="diffrhythm-studio-session")
+        # A fixed secret (derived from the data folder's key), so what browsers stored survives a restart.
+        secret = svc.identity.browser_state_secret
+        owner = gr.BrowserState("", storage_key="diffrhythm-studio-owner", secret=secret)
+        session = gr.BrowserState("", storage_key="diffrhythm-studio-session", secret=secret)
+        draft = gr.BrowserState({}, storage_key="diffrhythm-studio-draft", secret=secret)
         token = gr.State("")
         with gr.Row(elem_id="header"):
             gr.Markdown("# ♪ DiffRhythm Studio\nWrite lyrics, pick a style, make songs — every take is kept.",
@@ -69,14 +72,32 @@ def build_app(svc: Services) -> gr.Blocks:
         fetch.click(start_fetch, outputs=[banner, banner_timer, fetch], api_visibility="private")
         demo.load(banner_state, outputs=[banner, banner_timer, fetch], show_progress="hidden",
                   api_visibility="private")
-        load = demo.load(handlers.on_load, [owner, session], [*page.session_outputs(), owner, token, banner],
+        _keep_drafts(page, draft)
+        load = demo.load(handlers.on_load, [owner, session, draft],
+                         [*page.session_outputs(), owner, token, banner, shared.copy],
                          show_progress="hidden", api_visibility="private")
-        load.then(handlers.watch, session, [session, gen.message, gen.progress, gen.preview, tks.listing,
+        load.then(handlers.watch, [session, owner], [session, gen.message, gen.progress, gen.preview, tks.listing,
                                             gen.edit_take, hist.sessions, *page.take_outputs()],
                   concurrency_limit=svc.config.follow_concurrency, concurrency_id="follow",
                   show_progress="hidden", api_visibility="private")
     demo.studio_page = page  # type: ignore[attr-defined]  # for tests that inspect the layout
     return demo
+
+
+DRAFT_FIELDS = ("title", "lyrics", "instrumental", "style_source", "style_text", "duration", "steps", "cfg",
+                "seed", "random_seed", "variations", "formats")
+
+
+def _keep_drafts(page: Page, draft: gr.BrowserState) -> None:
+    """What is typed is kept in the browser as it changes (no server round trip), so a reload before
+    Generate loses nothing; `on_load` puts it back when it belongs to the session being opened."""
+    fields = page.form_fields()
+    names = ", ".join(f"'{n}'" for n in DRAFT_FIELDS)
+    js = (f"(session, ...v) => ({{session: session || '', form: Object.fromEntries([{names}]"
+          ".map((n, i) => [n, v[i]]))})")
+    inputs = [page.session, *(fields[n] for n in DRAFT_FIELDS)]
+    for name in ("title", "lyrics", "style_text", "duration", "steps", "cfg", "seed", "variations"):
+        fields[name].change(None, inputs, draft, js=js, show_progress="hidden", api_visibility="private")
 
 
 def launch(demo: gr.Blocks, svc: Services, *, host: str = "127.0.0.1", port: int | None = 7860,

@@ -15,6 +15,7 @@ COMMANDS = {
     "serve": "studio.cli_serve:serve",
     "render": "studio.cli_render:render",
     "warm-cache": "studio.cli_warm:warm_cache",
+    "token": "studio.cli_token:token",
 }
 
 

@@ -63,7 +63,7 @@ class StudioConfig:
 
     def blocked_paths(self) -> list[str]:
         root = self.data_dir.resolve()
-        return [str(root / name) for name in ("studio.db", "studio.db-wal", "studio.db-shm", "styles")]
+        return [str(root / name) for name in ("studio.db", "studio.db-wal", "studio.db-shm", "styles", ".secrets")]
 
     def is_served(self, path: str | Path) -> bool:
         p = Path(path).resolve()

@@ -34,32 +34,34 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> None:
                    *p.take_outputs()]
     g.generate.click(h.generate, p.form_inputs(), gen_outputs, concurrency_limit=follow_limit,
                      concurrency_id="follow", show_progress="minimal", **PRIVATE)
-    g.cancel.click(h.cancel, p.session, g.message, queue=False, **PRIVATE)
+    g.cancel.click(h.cancel, [p.session, p.owner], g.message, queue=False, **PRIVATE)
 
     # ---------------------------------------------------------------- takes
     take_out = p.take_outputs()
-    t.listing.change(h.take_detail, [t.listing, p.session], take_out, **PRIVATE)
-    t.refresh.click(lambda sid: h._listing(sid), p.session, [t.listing, g.edit_take], **PRIVATE)
-    t.rename.click(h.rename, [t.listing, p.session, t.name], [t.listing, g.edit_take, *take_out], **PRIVATE)
-    t.star.click(h.star, [t.listing, p.session], [t.listing, g.edit_take, *take_out], **PRIVATE)
-    t.delete.click(h.delete, [t.listing, p.session], [t.listing, g.edit_take, *take_out], **PRIVATE)
-    t.undo.click(h.undo_delete, [t.undo_id, p.session], [t.listing, g.edit_take, *take_out], **PRIVATE)
-    t.retry.click(h.retry, [t.listing, p.session], [t.listing, g.edit_take, t.note], **PRIVATE).then(
-        h.watch, p.session, gen_outputs, concurrency_limit=follow_limit, concurrency_id="follow", **PRIVATE)
+    t.listing.change(h.show_take, [t.listing, p.session, p.owner, p.token], take_out, **PRIVATE)
+    t.refresh.click(lambda sid, owner: h._listing(h._own_id(sid, owner)), [p.session, p.owner], [t.listing, g.edit_take], **PRIVATE)
+    t.rename.click(h.rename, [t.listing, p.session, t.name, p.owner], [t.listing, g.edit_take, *take_out], **PRIVATE)
+    t.star.click(h.star, [t.listing, p.session, p.owner], [t.listing, g.edit_take, *take_out], **PRIVATE)
+    t.delete.click(h.delete, [t.listing, p.session, p.owner], [t.listing, g.edit_take, *take_out], **PRIVATE)
+    t.undo.click(h.undo_delete, [t.undo_id, p.session, p.owner], [t.listing, g.edit_take, *take_out], **PRIVATE)
+    t.retry.click(h.retry, [t.listing, p.session, p.owner], [t.listing, g.edit_take, t.note], **PRIVATE).then(
+        h.watch, [p.session, p.owner], gen_outputs, concurrency_limit=follow_limit, concurrency_id="follow", **PRIVATE)
     form_out = [*p.form_fields().values(), s.text_group, s.audio_group, s.saved_group, s.audio, t.note]
-    t.use_settings.click(h.use_settings, [t.listing, p.session], form_out, **PRIVATE)
-    t.use_reference.click(h.use_reference, t.listing, [*style_outputs, s.source, t.note], **PRIVATE)
-    t.use_edit.click(h.use_edit, [t.listing, p.session], [*form_out, t.listing], **PRIVATE)
+    t.use_settings.click(h.use_settings, [t.listing, p.session, p.owner], form_out, **PRIVATE)
+    t.use_reference.click(h.use_reference, [t.listing, p.owner], [*style_outputs, s.source, t.note], **PRIVATE)
+    t.use_edit.click(h.use_edit, [t.listing, p.session, p.owner], [*form_out, t.listing], **PRIVATE)
 
     # ---------------------------------------------------------------- sessions and sharing
     session_out = p.session_outputs()
-    hi.sessions.input(h.open_session, [hi.sessions, p.owner, p.token], session_out, **PRIVATE)
+    # Opening one of my sessions from a shared view leaves it: `?s=` goes from the address bar too.
+    hi.sessions.input(h.open_session, [hi.sessions, p.owner, p.token], [*session_out, p.token], **PRIVATE).then(
+        None, js="() => window.history.replaceState(null, '', window.location.pathname)", **PRIVATE)
     hi.new.click(h.new_session, p.owner, session_out, **PRIVATE)
     hi.query.submit(h.search, [hi.query, p.owner], hi.sessions, **PRIVATE)
     hi.query.change(h.search, [hi.query, p.owner], hi.sessions, trigger_mode="always_last",
                     show_progress="hidden", **PRIVATE)
-    hi.share.click(h.share, p.session, [hi.link, hi.share_note], **PRIVATE)
-    hi.revoke.click(h.revoke, p.session, [hi.link, hi.share_note], **PRIVATE)
+    hi.share.click(h.share, [p.session, p.owner], [hi.link, hi.share_note], **PRIVATE)
+    hi.revoke.click(h.revoke, [p.session, p.owner], [hi.link, hi.share_note], **PRIVATE)
     # After copying, drop `?s=` from the address bar so a refresh opens the copy, not the shared view.
     p.shared.copy.click(h.copy_shared, [p.token, p.owner], [*session_out, p.token], **PRIVATE).then(
         None, js="() => window.history.replaceState(null, '', window.location.pathname)", **PRIVATE)

@@ -114,17 +114,23 @@ class Handlers(TakeHandlers):
             yield {g.message: self.svc.model_status.banner_markdown()}
             return
         form = p.read_form(values)
-        session_id = self._ensure_session(values.get(p.session), values.get(p.owner), form)
+        own = self._own_id(values.get(p.session), values.get(p.owner))
         try:
             request = form.to_request(self.svc.store, self.svc.config)
             validation = self._validate(request)
         except (FormError, PathRefused) as exc:
-            yield {g.message: f"⚠ {exc}", p.session: session_id}
+            yield {g.message: f"⚠ {exc}"}
             return
         if not validation.ok:
             problems = "\n".join(f"- {pr}" for pr in validation.problems)
-            yield {g.message: f"⚠ Please fix these first:\n{problems}", p.session: session_id}
+            yield {g.message: f"⚠ Please fix these first:\n{problems}"}
             return
+        owner = self._owner(values.get(p.owner))
+        if owner is None:
+            yield {g.message: "⚠ This page has no key yet: reload it, then Generate."}
+            return
+        # Only now, with a request that will run, is a session made: a refused Generate leaves none behind.
+        session_id = self._ensure_session(own, owner, form)
         parent = form.edit_take if form.edit_mode != "none" else None
         try:
             takes = self.svc.runner.submit(session_id, request, parent_id=parent)
@@ -141,7 +147,8 @@ class Handlers(TakeHandlers):
         validate = getattr(self.svc.engine, "validate", None)
         return validate(request) if callable(validate) else request.validate()
 
-    def _ensure_session(self, session_id: str | None, owner: str | None, form: ComposeForm) -> str:
+    def _ensure_session(self, session_id: str | None, owner: str, form: ComposeForm) -> str:
+        """`session_id`: the verified own session (or None: a new one for `owner`)."""
         store = self.svc.store
         current = store.get_session(session_id) if session_id else None
         if current is None:
@@ -176,8 +183,9 @@ class Handlers(TakeHandlers):
             out.update(self.take_detail(done[0].id, session_id))
         yield out
 
-    def cancel(self, session_id: str | None) -> dict:
+    def cancel(self, session_id: str | None, owner: str | None) -> dict:
         g = self.page.gen
+        session_id = self._own_id(session_id, owner)
         if not session_id or self.svc.runner is None:
             return {g.message: "Nothing is rendering."}
         active = [t for t in self.svc.store.list_takes(session_id) if t.status in ACTIVE_STATUSES]
@@ -185,8 +193,9 @@ class Handlers(TakeHandlers):
         return {g.message: f"Cancelling {n} take(s): the step in flight finishes, then the card is freed."
                 if n else "Nothing is rendering in this session."}
 
-    def watch(self, session_id: str | None) -> Iterator[dict]:
+    def watch(self, session_id: str | None, owner: str | None) -> Iterator[dict]:
         """After a refresh: follow this session's takes that are still rendering in this process."""
+        session_id = self._own_id(session_id, owner)
         if not session_id or self.svc.runner is None:
             # One real dict entry: an empty dict counts as "no values" and a silent generator blanks them.
             yield {self.page.gen.progress: gr.skip()}

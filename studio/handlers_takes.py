@@ -1,12 +1,13 @@
 """Handlers for takes, sessions and share links (a mixin of `studio.handlers.Handlers`).
 
-Mutations need the session id the browser holds (a 128-bit capability); a shared view only has the
-share token, so a viewer can listen and download but never change anything.
+Who the browser is comes from its signed owner token (`studio.identity`), verified on every event: a
+session id the page sends is used only when that owner holds the session, and a take is shown only
+from the owner's sessions or from the session the page's share token opens (finished takes). A
+shared view has only the share token, so a viewer can listen and download but never change anything.
 """
 
 from __future__ import annotations
 
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,36 @@ class TakeHandlers:
         listing = gr.Radio(choices=choices, value=select) if select else gr.Radio(choices=choices)
         return {t.listing: listing, g.edit_take: gr.Dropdown(choices=done)}
 
-    def _sessions(self, owner: str | None, query: str = "") -> dict:
-        store = self.svc.store
-        found = store.search(query, owner=owner) if query.strip() else store.list_sessions(owner=owner)
+    # ------------------------------------------------------------------ identity
+    def _owner(self, owner_token: Any) -> str | None:
+        return self.svc.identity.owner_of(owner_token)
+
+    def _own_session(self, session_id: Any, owner_token: Any) -> SessionInfo | None:
+        """The session, if the verified owner holds it; None for a foreign, unknown or malformed id."""
+        owner = self._owner(owner_token)
+        if owner is None or not isinstance(session_id, str) or not session_id:
+            return None
+        s = self.svc.store.get_session(session_id)
+        return s if s is not None and s.owner == owner else None
+
+    def _own_id(self, session_id: Any, owner_token: Any) -> str | None:
+        s = self._own_session(session_id, owner_token)
+        return s.id if s else None
+
+    def _readable_take(self, take_id: Any, owner_token: Any, share_token: Any) -> TakeInfo | None:
+        take = self.svc.store.get_take(take_id) if isinstance(take_id, str) and take_id else None
+        if take is None:
+            return None
+        if self._own_session(take.session_id, owner_token) is not None:
+            return take
+        shared = self.svc.store.resolve_share(share_token) if isinstance(share_token, str) and share_token else None
+        return take if shared is not None and shared.id == take.session_id and take.status == DONE else None
+
+    def _sessions(self, owner_token: Any, query: str = "") -> dict:
+        store, owner = self.svc.store, self._owner(owner_token)
+        query = query if isinstance(query, str) else ""
+        found = [] if owner is None else (store.search(query, owner=owner) if query.strip()
+                                          else store.list_sessions(owner=owner))
         choices = [(_session_label(s), s.id) for s in found]
         return {self.page.history.sessions: gr.Radio(choices=choices)}
 
@@ -40,11 +68,17 @@ class TakeHandlers:
         return self._sessions(owner, query)
 
     # ------------------------------------------------------------------ page load / sessions
-    def on_load(self, owner: str | None, session_id: str | None, request: gr.Request) -> dict:
-        """First paint: a browser key for "my sessions", the open session or a shared one from `?s=`."""
+    def on_load(self, owner: str | None, session_id: str | None, draft: Any, request: gr.Request) -> dict:
+        """First paint: the browser's owner token (a new one for a new browser, or the one `?key=` hands
+        over), the open session or a shared one from `?s=`, and an unsent draft restored."""
         p = self.page
-        owner = owner or secrets.token_urlsafe(16)
-        token = dict(request.query_params).get("s") if request is not None else None
+        params = dict(request.query_params) if request is not None else {}
+        handed = params.get("key")
+        if handed and self._owner(handed) is not None:
+            owner = handed  # `studio token`'s link: this browser now sees the machine's sessions
+        elif self._owner(owner) is None:
+            owner = self.svc.identity.new_token()
+        token = params.get("s")
         out: dict[Any, Any] = {p.owner: owner, p.banner: self.svc.model_status.banner_markdown()}
         if token:
             shared = self.svc.store.resolve_share(token)
@@ -58,9 +92,13 @@ class TakeHandlers:
             out.update(self._render(shared, owner, read_only=True))
             return out
         out[p.token] = ""
-        session = self.svc.store.get_session(session_id) if session_id else None
+        session = self._own_session(session_id, owner)
         rendered = self._render(session, owner, read_only=False)
-        if session is None:
+        if isinstance(draft, dict) and draft.get("session", "") == (session.id if session else ""):
+            # What was typed and not yet generated comes back (the session's saved inputs are older).
+            form = ComposeForm.from_dict({**(session.inputs if session else {}), **draft.get("form", {})})
+            rendered.update(p.form_updates(form))
+        elif session is None:
             # A fresh page already shows a blank form: leave it alone, so what the musician types
             # while the page is still loading is not overwritten by the defaults.
             for comp in [*p.form_fields().values(), p.style.audio, p.compose.report]:
@@ -69,9 +107,14 @@ class TakeHandlers:
         return out
 
     def open_session(self, session_id: str | None, owner: str | None, token: str | None) -> dict:
-        if token or not session_id:
-            return {}
-        return self._render(self.svc.store.get_session(session_id), owner, read_only=False)
+        """A session picked in the list: one of the browser's own (also from a shared view, which it
+        then leaves); anything else changes nothing."""
+        session = self._own_session(session_id, owner)
+        if session is None:
+            return {self.page.gen.message: "That session is not one of yours." if session_id else gr.skip()}
+        out = self._render(session, owner, read_only=False)
+        out[self.page.token] = ""
+        return out
 
     def new_session(self, owner: str | None) -> dict:
         return self._render(None, owner, read_only=False)
@@ -108,7 +151,13 @@ class TakeHandlers:
         return out
 
     # ------------------------------------------------------------------ one take
+    def show_take(self, take_id: str | None, session_id: str | None, owner: str | None, token: str | None) -> dict:
+        """A take picked in the list: the owner's own, or a finished one of the shared session."""
+        take = self._readable_take(take_id, owner, token)
+        return self.take_detail(take.id if take else None, self._own_id(session_id, owner))
+
     def take_detail(self, take_id: str | None, session_id: str | None) -> dict:
+        """Callers pass a take id they have checked and the verified own session (or None)."""
         t = self.page.takes
         take = self.svc.store.get_take(take_id) if take_id else None
         if take is None:
@@ -138,22 +187,24 @@ class TakeHandlers:
             t.delete: gr.Button(visible=owned),
         }
 
-    def _owned_take(self, take_id: str | None, session_id: str | None) -> TakeInfo:
-        take = self.svc.store.get_take(take_id) if take_id else None
-        if take is None or not session_id or take.session_id != session_id:
+    def _owned_take(self, take_id: str | None, session_id: str | None, owner: str | None) -> TakeInfo:
+        take = self.svc.store.get_take(take_id) if isinstance(take_id, str) and take_id else None
+        if take is None or take.session_id != session_id or self._own_session(session_id, owner) is None:
             raise StoreError("Pick one of your own takes first.")
         return take
 
-    def rename(self, take_id: str, session_id: str, name: str) -> dict:
-        return self._act(take_id, session_id, lambda t: self.svc.store.rename_take(t.id, name), "Renamed.")
+    def rename(self, take_id: str, session_id: str, name: str, owner: str | None) -> dict:
+        name = name if isinstance(name, str) else ""
+        return self._act(take_id, session_id, owner, lambda t: self.svc.store.rename_take(t.id, name[:200]),
+                         "Renamed.")
 
-    def star(self, take_id: str, session_id: str) -> dict:
-        return self._act(take_id, session_id, lambda t: self.svc.store.star_take(t.id, not t.starred), "")
+    def star(self, take_id: str, session_id: str, owner: str | None) -> dict:
+        return self._act(take_id, session_id, owner, lambda t: self.svc.store.star_take(t.id, not t.starred), "")
 
-    def delete(self, take_id: str, session_id: str) -> dict:
+    def delete(self, take_id: str, session_id: str, owner: str | None) -> dict:
         t = self.page.takes
         try:
-            take = self._owned_take(take_id, session_id)
+            take = self._owned_take(take_id, session_id, owner)
         except StoreError as exc:
             return {t.note: f"⚠ {exc}"}
         self.svc.store.delete_take(take.id)
@@ -161,20 +212,20 @@ class TakeHandlers:
         out.update({t.note: f"Deleted **{take.label}**.", t.undo: gr.Button(visible=True), t.undo_id: take.id})
         return out
 
-    def undo_delete(self, undo_id: str, session_id: str) -> dict:
+    def undo_delete(self, undo_id: str, session_id: str, owner: str | None) -> dict:
         t = self.page.takes
-        take = self.svc.store.get_take(undo_id) if undo_id else None
-        if take is None or take.session_id != session_id:
+        take = self.svc.store.get_take(undo_id) if isinstance(undo_id, str) and undo_id else None
+        if take is None or take.session_id != session_id or self._own_session(session_id, owner) is None:
             return {t.note: "Nothing to undo."}
         self.svc.store.undelete_take(take.id)
         return {**self._listing(session_id, select=take.id), **self.take_detail(take.id, session_id),
                 t.note: f"Restored **{take.label}**."}
 
-    def retry(self, take_id: str, session_id: str) -> dict:
+    def retry(self, take_id: str, session_id: str, owner: str | None) -> dict:
         """Render an interrupted/failed/cancelled take again: same request, same recorded seed."""
         t = self.page.takes
         try:
-            take = self._owned_take(take_id, session_id)
+            take = self._owned_take(take_id, session_id, owner)
         except StoreError as exc:
             return {t.note: f"⚠ {exc}"}
         if self.svc.runner is None:
@@ -191,10 +242,10 @@ class TakeHandlers:
         self.svc.store.rename_take(new[0].id, take.name or f"retry of {take.label}")
         return {**self._listing(session_id, select=new[0].id), t.note: "Retrying: the new take renders now."}
 
-    def _act(self, take_id: str, session_id: str, fn: Any, note: str) -> dict:
+    def _act(self, take_id: str, session_id: str, owner: str | None, fn: Any, note: str) -> dict:
         t = self.page.takes
         try:
-            take = fn(self._owned_take(take_id, session_id))
+            take = fn(self._owned_take(take_id, session_id, owner))
         except StoreError as exc:
             return {t.note: f"⚠ {exc}"}
         out = {**self._listing(session_id, select=take.id), **self.take_detail(take.id, session_id)}
@@ -202,9 +253,9 @@ class TakeHandlers:
         return out
 
     # ------------------------------------------------------------------ take -> form
-    def use_settings(self, take_id: str | None, session_id: str | None) -> dict:
+    def use_settings(self, take_id: str | None, session_id: str | None, owner: str | None) -> dict:
         """Fill the form with a take's request and its actual seed (so Generate remakes it)."""
-        take = self.svc.store.get_take(take_id) if take_id else None
+        take = self._readable_take(take_id, owner, None)
         if take is None:
             return {self.page.takes.note: "Pick a take first."}
         session = self.svc.store.get_session(take.session_id)
@@ -224,8 +275,8 @@ class TakeHandlers:
         out[self.page.takes.note] = f"Settings of **{take.label}** loaded (seed {take.seed})."
         return out
 
-    def use_reference(self, take_id: str | None) -> dict:
-        take = self.svc.store.get_take(take_id) if take_id else None
+    def use_reference(self, take_id: str | None, owner: str | None) -> dict:
+        take = self._readable_take(take_id, owner, None)
         s = self.page.style
         if take is None or not take.files.get("wav"):
             return {self.page.takes.note: "Pick a finished take first."}
@@ -236,38 +287,42 @@ class TakeHandlers:
         out[self.page.takes.note] = f"**{take.label}** is now the style reference."
         return out
 
-    def use_edit(self, take_id: str | None, session_id: str | None) -> dict:
-        take = self.svc.store.get_take(take_id) if take_id else None
+    def use_edit(self, take_id: str | None, session_id: str | None, owner: str | None) -> dict:
+        take = self._readable_take(take_id, owner, None)
         g = self.page.gen
         if take is None or take.status != DONE:
             return {self.page.takes.note: "Pick a finished take first."}
-        out = {**self.use_settings(take_id, session_id), **self._listing(session_id, select=take.id)}
+        out = {**self.use_settings(take_id, session_id, owner),
+               **self._listing(self._own_id(session_id, owner), select=take.id)}
         out.update({g.edit_mode: "edit", g.edit_take: take.id, g.duration: int(take.request.get("duration", 95))})
         out[self.page.takes.note] = (f"Editing **{take.label}**: mark ranges to regenerate (e.g. `10-20`) or "
                                      "choose *Continue*, then Generate. The new take links to this one.")
         return out
 
     # ------------------------------------------------------------------ sharing
-    def share(self, session_id: str | None, request: gr.Request) -> dict:
+    def share(self, session_id: str | None, owner: str | None, request: gr.Request) -> dict:
         h = self.page.history
-        if not session_id or self.svc.store.get_session(session_id) is None:
+        if self._own_session(session_id, owner) is None:
             return {h.share_note: "Make a take (or save the session) first."}
         link = self.svc.store.share(session_id)
         return {h.link: _absolute(link.url_path, request), h.share_note: "Anyone with this link can listen, read "
                 "and copy this session, not change it. Revoke it any time."}
 
-    def revoke(self, session_id: str | None) -> dict:
+    def revoke(self, session_id: str | None, owner: str | None) -> dict:
         h = self.page.history
-        links = [x for x in self.svc.store.share_links(session_id or "") if not x.revoked]
+        own = self._own_id(session_id, owner)
+        links = [x for x in self.svc.store.share_links(own) if not x.revoked] if own else []
         for link in links:
             self.svc.store.revoke(link.token)
         return {h.link: "", h.share_note: "Link revoked: it no longer opens this session." if links else "No live link."}
 
     def copy_shared(self, token: str | None, owner: str | None) -> dict:
-        shared = self.svc.store.resolve_share(token or "")
+        shared = self.svc.store.resolve_share(token) if isinstance(token, str) and token else None
         if shared is None:
             return {self.page.shared.banner: "This link was revoked; nothing to copy."}
-        copy = self.svc.store.copy_session(shared.id, owner=owner)
+        if self._owner(owner) is None:
+            return {self.page.shared.banner: "Reload the page first: this browser has no key yet."}
+        copy = self.svc.store.copy_session(shared.id, owner=self._owner(owner))
         out = self._render(copy, owner, read_only=False)
         out[self.page.token] = ""
         out[self.page.gen.message] = f"Copied into your sessions as **{copy.title}**."

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from studio.config import PathRefused, StudioConfig
+from studio.identity import Identity
 from studio.store import Store
 from studio.takes import TakeRunner
 
@@ -67,6 +68,11 @@ class Services:
                  model_status: ModelStatus | None = None) -> None:
         self.store = store
         self.config = config
+        self.identity = Identity(config.data_dir)
+        # Sessions made before owners were enforced belong to the machine's owner (`studio token`).
+        adopted = store.adopt_ownerless(self.identity.cli_owner())
+        if adopted:
+            log.info("[studio] %d session(s) without an owner now belong to this machine's token", adopted)
         self.engine = engine
         self.runner = TakeRunner(engine, store) if engine is not None else None
         self.model_status = model_status or ModelStatus(ready=engine is not None)

@@ -45,6 +45,16 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def api_client(url: str, data_dir: Path | None = None, token: str | None = None) -> Any:
+    """A gradio_client with an owner token: the machine's (`studio token`) unless one is given."""
+    from gradio_client import Client
+
+    from studio.identity import Identity
+
+    token = token or Identity(data_dir).cli_token()
+    return Client(url, verbose=False, headers={"Authorization": f"Bearer {token}"})
+
+
 def gradio_env(tmp: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(GRADIO_ANALYTICS_ENABLED="False", GRADIO_TEMP_DIR=str(tmp / "gradio"),
@@ -85,6 +95,7 @@ class ServeProcess:
     """`studio serve` as its own process group (the worker child dies with it on kill)."""
 
     def __init__(self, data_dir: Path, tmp: Path, *extra: str) -> None:
+        self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.log = open(tmp / f"serve-{self.port}.log", "w")
@@ -93,16 +104,17 @@ class ServeProcess:
              "--data-dir", str(data_dir), "--threads", "1", *extra],
             cwd=ROOT, env=gradio_env(tmp), stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
 
-    def wait_ready(self, client_factory: Any, timeout_s: float = 240) -> Any:
-        """Wait until the page answers and the engine is attached (the banner says TEST MODEL)."""
+    def wait_ready(self, timeout_s: float = 240) -> Any:
+        """Wait until the page answers and the engine is attached; returns an API client holding the
+        machine's token (the studio creates its key on start, so the token is read after that)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, f"studio serve exited: {self.read_log()}"
             try:
                 if httpx.get(self.url, timeout=2).status_code == 200:
-                    client = client_factory(self.url)
+                    client = api_client(self.url, self.data_dir)
                     try:
-                        client.predict({"lyrics": "", "style_text": ""}, "", "", api_name="/submit")
+                        client.predict({"lyrics": "", "style_text": ""}, "", api_name="/submit")
                     except Exception as exc:  # not ready: "Loading"; ready: the empty style is refused
                         if "Loading" not in str(exc) and "missing" not in str(exc):
                             return client

@@ -97,20 +97,19 @@ def test_a_native_encoder_crash_fails_the_take_and_leaves_nothing(tmp_path: Path
 
 
 def test_the_studio_keeps_serving_after_an_encoder_crash(tmp_path: Path, crashing_ogg: None) -> None:
-    from gradio_client import Client
-    from studio_helpers import form, in_process_studio
+    from studio_helpers import api_client, form, in_process_studio
 
     from studio.testmodel import ensure_test_models
 
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
     os.environ["GRADIO_TEMP_DIR"] = str(tmp_path / "gradio")
     with in_process_studio(tmp_path / "data", ensure_test_models()) as (url, svc):
-        c = Client(url, verbose=False)
-        bad = c.predict(form(formats=["wav", "ogg"], title="Crashes"), "", "", api_name="/submit")
+        c = api_client(url, svc.config.data_dir)
+        bad = c.predict(form(formats=["wav", "ogg"], title="Crashes"), "", api_name="/submit")
         final = list(c.submit(bad["takes"][0], api_name="/follow"))[-1]
         assert final["status"] == "failed", final
         assert "OGG encoder crashed" in final["error"] and "/" not in final["error"], final["error"]
         assert svc.store.get_take(bad["takes"][0]).status == "failed"  # not left "running"
-        good = c.predict(form(formats=["wav", "flac"], title="Fine"), "", "", api_name="/submit")
+        good = c.predict(form(formats=["wav", "flac"], title="Fine"), "", api_name="/submit")
         final = list(c.submit(good["takes"][0], api_name="/follow"))[-1]
         assert final["status"] == "done" and sf.info(final["files"]["flac"]).frames > 0

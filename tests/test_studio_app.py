@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from gradio_client import Client, handle_file
-from studio_helpers import form, in_process_studio
+from studio_helpers import api_client, form, in_process_studio
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -33,7 +33,7 @@ def studio(tmp_path_factory: pytest.TempPathFactory, test_models):
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
     os.environ["GRADIO_TEMP_DIR"] = str(tmp / "gradio")
     with in_process_studio(tmp / "data", test_models, max_upload_mb=2, max_upload_s=60) as (url, svc):
-        yield url, svc, Client(url, verbose=False)
+        yield url, svc, api_client(url, tmp / "data")
 
 
 def run_take(client: Client, take_id: str) -> tuple[list[dict], dict]:
@@ -43,7 +43,7 @@ def run_take(client: Client, take_id: str) -> tuple[list[dict], dict]:
 
 def test_generate_streams_progress_and_records_everything(studio) -> None:
     url, svc, c = studio
-    r = c.predict(form(title="First light"), "", "owner-a", api_name="/submit")
+    r = c.predict(form(title="First light"), "", api_name="/submit")
     assert len(r["takes"]) == 1 and isinstance(r["seeds"][0], int)
     snaps, take = run_take(c, r["takes"][0])
     phases = [s["phase"] for s in snaps]
@@ -67,7 +67,7 @@ def test_generate_streams_progress_and_records_everything(studio) -> None:
 
 def test_variations_get_their_own_seeds(studio) -> None:
     _, _, c = studio
-    r = c.predict(form(variations=3, random_seed=False, seed=1000), "", "", api_name="/submit")
+    r = c.predict(form(variations=3, random_seed=False, seed=1000), "", api_name="/submit")
     assert r["seeds"] == [1000, 1001, 1002]
     finals = [run_take(c, t)[1] for t in r["takes"]]
     assert [t["status"] for t in finals] == ["done"] * 3
@@ -78,7 +78,7 @@ def test_variations_get_their_own_seeds(studio) -> None:
 
 def test_cancel_stops_a_running_take(studio) -> None:
     _, _, c = studio
-    r = c.predict(form(steps=200), "", "", api_name="/submit")
+    r = c.predict(form(steps=200), "", api_name="/submit")
     job = c.submit(r["takes"][0], api_name="/follow")
     for snap in job:
         if str(snap.get("phase", "")).startswith("step"):
@@ -98,33 +98,33 @@ def test_cancel_stops_a_running_take(studio) -> None:
 
 def test_edit_and_continue_link_to_their_source(studio) -> None:
     _, _, c = studio
-    r = c.predict(form(random_seed=False, seed=5), "", "", api_name="/submit")
+    r = c.predict(form(random_seed=False, seed=5), "", api_name="/submit")
     _, source = run_take(c, r["takes"][0])
     sid = r["session_id"]
-    e = c.predict(form(edit_mode="edit", edit_take=source["id"], edit_ranges="0.5-1.5"), sid, "",
+    e = c.predict(form(edit_mode="edit", edit_take=source["id"], edit_ranges="0.5-1.5"), sid,
                   api_name="/submit")
     _, edited = run_take(c, e["takes"][0])
     assert edited["status"] == "done" and edited["parent_id"] == source["id"]
     assert edited["request"]["edit"]["segments"] == [[0.5, 1.5]]
-    k = c.predict(form(edit_mode="continue", edit_take=source["id"], continue_from=1.0), sid, "",
+    k = c.predict(form(edit_mode="continue", edit_take=source["id"], continue_from=1.0), sid,
                   api_name="/submit")
     _, cont = run_take(c, k["takes"][0])
     assert cont["status"] == "done" and cont["parent_id"] == source["id"]
     assert cont["request"]["edit"]["mode"] == "continue"
     with pytest.raises(Exception, match="range"):
-        c.predict(form(edit_mode="edit", edit_take=source["id"], edit_ranges="soon"), sid, "", api_name="/submit")
+        c.predict(form(edit_mode="edit", edit_take=source["id"], edit_ranges="soon"), sid, api_name="/submit")
 
 
 def test_history_lists_and_searches_sessions(studio) -> None:
     _, _, c = studio
-    r = c.predict(form(title="Harbour at dawn", style_text="mandopop ballad, piano"), "", "owner-h",
+    r = c.predict(form(title="Harbour at dawn", style_text="mandopop ballad, piano"), "",
                   api_name="/submit")
     run_take(c, r["takes"][0])
-    mine = c.predict("", "owner-h", api_name="/sessions")
+    mine = c.predict("", api_name="/sessions")
     assert r["session_id"] in [s["id"] for s in mine]
-    assert [s["id"] for s in c.predict("MANDOPOP", "owner-h", api_name="/sessions")] == [r["session_id"]]
-    assert [s["id"] for s in c.predict("harbour", "owner-h", api_name="/sessions")] == [r["session_id"]]
-    assert c.predict("no such words anywhere", "", api_name="/sessions") == []
+    assert [s["id"] for s in c.predict("MANDOPOP", api_name="/sessions")] == [r["session_id"]]
+    assert [s["id"] for s in c.predict("harbour", api_name="/sessions")] == [r["session_id"]]
+    assert c.predict("no such words anywhere", api_name="/sessions") == []
     takes = c.predict(r["session_id"], api_name="/takes")
     t = c.predict(r["session_id"], takes[0]["id"], "Keeper", "true", "", api_name="/set_take")
     assert t["name"] == "Keeper" and t["starred"]
@@ -135,8 +135,8 @@ def test_history_lists_and_searches_sessions(studio) -> None:
 
 
 def test_share_link_read_only_round_trip_and_revoke(studio) -> None:
-    url, _, c = studio
-    r = c.predict(form(title="Shared song"), "", "owner-s", api_name="/submit")
+    url, svc, c = studio
+    r = c.predict(form(title="Shared song"), "", api_name="/submit")
     run_take(c, r["takes"][0])
     link = c.predict(r["session_id"], api_name="/share")
     assert len(link["token"]) >= 22 and link["link"] == f"/?s={link['token']}"
@@ -144,17 +144,28 @@ def test_share_link_read_only_round_trip_and_revoke(studio) -> None:
     shared = c.predict(link["token"], api_name="/shared")
     assert shared["read_only"] and shared["title"] == "Shared song" and len(shared["takes"]) == 1
     assert r["session_id"] not in str(shared)  # the viewer never learns the session's key
-    # Read-only: the token cannot change the session.
-    with pytest.raises(Exception, match="belong"):
-        c.predict(link["token"], shared["takes"][0]["id"], "hacked", "", "", api_name="/set_take")
-    copy = c.predict(link["token"], "owner-t", api_name="/copy_shared")
+    take_id = shared["takes"][0]["id"]
+    # Another owner (a second browser or script) holding the link: it reads, copies, and changes nothing.
+    other = api_client(url, token=svc.identity.new_token())
+    assert other.predict(take_id, link["token"], api_name="/take")["status"] == "done"
+    with pytest.raises(Exception, match="yours"):
+        other.predict(r["session_id"], take_id, "hacked", "", "", api_name="/set_take")
+    with pytest.raises(Exception, match="yours"):
+        other.predict(r["session_id"], api_name="/takes")  # knowing the session id is not owning it
+    with pytest.raises(Exception, match="can read"):
+        other.predict(take_id, api_name="/take")  # without the link: not readable
+    copy = other.predict(link["token"], api_name="/copy_shared")
     assert copy["session_id"] != r["session_id"] and copy["takes"] == 1
-    assert copy["session_id"] in [s["id"] for s in c.predict("", "owner-t", api_name="/sessions")]
+    assert copy["session_id"] in [s["id"] for s in other.predict("", api_name="/sessions")]
+    assert copy["session_id"] not in [s["id"] for s in c.predict("", api_name="/sessions")]
+    assert r["session_id"] not in [s["id"] for s in other.predict("", api_name="/sessions")]
     with pytest.raises(Exception, match="belong"):
-        c.predict(copy["session_id"], link["token"], api_name="/revoke")  # not this session's link
+        other.predict(copy["session_id"], link["token"], api_name="/revoke")  # not this session's link
     assert c.predict(r["session_id"], link["token"], api_name="/revoke")["revoked"]
     with pytest.raises(Exception, match="revoked"):
         c.predict(link["token"], api_name="/shared")
+    with pytest.raises(Exception, match="can read"):
+        other.predict(take_id, link["token"], api_name="/take")
     assert c.predict(r["session_id"], api_name="/share")["token"] != link["token"]
 
 
@@ -180,7 +191,7 @@ def test_uploads_over_the_limits_are_refused_with_a_reason(studio, tmp_path: Pat
     sf.write(ok, np.random.default_rng(1).uniform(-0.5, 0.5, (22050 * 12, 1)).astype(np.float32), 22050)
     kept = c.predict(handle_file(str(ok)), api_name="/upload_reference")
     assert Path(kept["file"]).parent == svc.config.uploads_dir and "MuQ-MuLan hears" in kept["style_window"]
-    r = c.predict(form(style_source="audio", style_audio=kept["file"]), "", "", api_name="/submit")
+    r = c.predict(form(style_source="audio", style_audio=kept["file"]), "", api_name="/submit")
     assert run_take(c, r["takes"][0])[1]["status"] == "done"
 
 
@@ -190,11 +201,11 @@ def test_paths_outside_the_data_dir_are_refused(studio, tmp_path: Path) -> None:
     sf.write(outside, np.zeros((44100 * 12, 2), dtype=np.float32), 44100)
     for path in (str(outside), "/etc/hostname", "../../etc/passwd"):
         with pytest.raises(Exception, match="outside the studio's data directory"):
-            c.predict(form(style_source="audio", style_audio=path), "", "", api_name="/submit")
+            c.predict(form(style_source="audio", style_audio=path), "", api_name="/submit")
     for path in ("/etc/passwd", str(outside)):
         assert httpx.get(f"{url}gradio_api/file={path}", timeout=10).status_code in (403, 404)
     # Not even the data directory's own database (it holds every session's key), nor saved styles.
-    for name in ("studio.db", "studio.db-wal", "styles"):
+    for name in ("studio.db", "studio.db-wal", "styles", ".secrets/owner.key", ".secrets/cli.token"):
         assert httpx.get(f"{url}gradio_api/file={svc.store.data_dir / name}", timeout=10).status_code in (403, 404)
 
 
@@ -205,7 +216,7 @@ def test_takes_rendered_elsewhere_are_served_through_the_cache(studio, tmp_path:
     song = tmp_path / "album" / "a.wav"
     song.parent.mkdir()
     sf.write(song, np.zeros((4410, 2), dtype=np.float32), 44100)
-    s = svc.store.create_session("Rendered overnight")
+    s = svc.store.create_session("Rendered overnight", owner=svc.identity.cli_owner())  # as `render --session`
     t = svc.store.add_take(s.id, {"lyrics": "", "style": {"text": "x"}}, status="done")
     svc.store.update_take(t.id, files={"wav": song})
     take = c.predict(t.id, api_name="/take")
@@ -219,10 +230,10 @@ def test_without_weights_the_page_opens_and_names_the_fetch_command(tmp_path: Pa
     with in_process_studio(tmp_path / "data", None) as (url, _svc):
         page = httpx.get(url, timeout=10)
         assert page.status_code == 200
-        c = Client(url, verbose=False)
+        c = api_client(url, _svc.config.data_dir)
         with pytest.raises(Exception, match="studio models fetch"):
-            c.predict(form(), "", "", api_name="/submit")
-        assert c.predict("", "", api_name="/sessions") == []  # the rest of the studio works
+            c.predict(form(), "", api_name="/submit")
+        assert c.predict("", api_name="/sessions") == []  # the rest of the studio works
 
 
 def test_saved_style_is_an_embedding_that_generates(studio) -> None:
@@ -233,18 +244,18 @@ def test_saved_style_is_an_embedding_that_generates(studio) -> None:
     assert "Night drive" in [s["name"] for s in c.predict(api_name="/styles")]
     with pytest.raises(Exception, match="not allowed"):
         c.predict("../escape", "x", "", api_name="/save_style")
-    r = c.predict(form(style_source="saved", style_saved="Night drive", style_text=""), "", "", api_name="/submit")
+    r = c.predict(form(style_source="saved", style_saved="Night drive", style_text=""), "", api_name="/submit")
     take = run_take(c, r["takes"][0])[1]
     assert take["status"] == "done" and take["request"]["style"]["embedding"] == saved["embedding"]
     with pytest.raises(Exception, match="No saved style"):
-        c.predict(form(style_source="saved", style_saved="Nope"), "", "", api_name="/submit")
+        c.predict(form(style_source="saved", style_saved="Nope"), "", api_name="/submit")
 
 
 def test_queue_position_is_reported_while_waiting(studio) -> None:
     _, svc, c = studio
     ready = svc.engine.pipeline.max_ready  # takes admitted past the queue
-    busy = c.predict(form(steps=200, variations=min(ready + 1, 16)), "", "", api_name="/submit")
-    waiting = c.predict(form(steps=4), "", "", api_name="/submit")
+    busy = c.predict(form(steps=200, variations=min(ready + 1, 16)), "", api_name="/submit")
+    waiting = c.predict(form(steps=4), "", api_name="/submit")
     try:
         first = next(iter(c.submit(waiting["takes"][0], api_name="/follow")))
         assert first["status"] == "queued" and first["queue_position"] >= 1

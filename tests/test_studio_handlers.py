@@ -114,10 +114,14 @@ def test_early_preview_is_the_decoded_prefix_refreshed_when_it_would_run_out(tmp
 
 def test_use_these_settings_loads_the_takes_request_and_actual_seed(h: Handlers) -> None:
     store = h.svc.store
-    s = store.create_session("s", inputs=ComposeForm(style_text="old").session_inputs())
+    token = h.svc.identity.new_token()
+    s = store.create_session("s", owner=h.svc.identity.owner_of(token),
+                             inputs=ComposeForm(style_text="old").session_inputs())
     t = store.add_take(s.id, {"lyrics": "[00:01.00]la\n", "style": {"text": "bossa nova"}, "duration": 150,
                               "steps": 40, "cfg": 3.5, "formats": ["wav", "ogg"]}, seed=4242)
-    out = h.use_settings(t.id, s.id)
+    assert h.page.takes.note in h.use_settings(t.id, s.id, h.svc.identity.new_token())  # not this owner's
+    assert "Pick a take" in h.use_settings(t.id, s.id, h.svc.identity.new_token())[h.page.takes.note]
+    out = h.use_settings(t.id, s.id, token)
     g, st = h.page.gen, h.page.style
     assert out[g.seed] == 4242 and out[g.random_seed] is False and out[g.duration] == 150
     assert out[g.steps] == 40 and out[g.cfg] == 3.5 and out[st.text] == "bossa nova"

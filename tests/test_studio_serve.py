@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gradio_client import Client
 from studio_helpers import ServeProcess, form
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
@@ -22,17 +21,13 @@ def rss_mb(pid: int) -> float:
     raise AssertionError("no VmRSS")
 
 
-def client(url: str) -> Client:
-    return Client(url, verbose=False)
-
-
 def test_restart_keeps_sessions_and_marks_running_takes_interrupted(tmp_path: Path) -> None:
     data = tmp_path / "data"
     first = ServeProcess(data, tmp_path)  # full-length songs: slow enough to be killed mid-way
     try:
-        c = first.wait_ready(client)
-        done = c.predict(form(title="Before the crash"), "", "owner-r", api_name="/submit")
-        long = c.predict(form(steps=64, title="Cut short"), "", "owner-r", api_name="/submit")
+        c = first.wait_ready()
+        done = c.predict(form(title="Before the crash"), "", api_name="/submit")
+        long = c.predict(form(steps=64, title="Cut short"), "", api_name="/submit")
         for snap in c.submit(long["takes"][0], api_name="/follow"):
             if str(snap.get("phase", "")).startswith("step"):
                 break
@@ -42,8 +37,8 @@ def test_restart_keeps_sessions_and_marks_running_takes_interrupted(tmp_path: Pa
         first.kill()
     second = ServeProcess(data, tmp_path, "--test-crop-frames", "64")
     try:
-        c = second.wait_ready(client)
-        sessions = {s["title"]: s["id"] for s in c.predict("", "owner-r", api_name="/sessions")}
+        c = second.wait_ready()
+        sessions = {s["title"]: s["id"] for s in c.predict("", api_name="/sessions")}
         assert {"Before the crash", "Cut short"} <= set(sessions)
         cut = c.predict(long["takes"][0], api_name="/take")
         assert cut["status"] == "interrupted" and "step" in cut["phase"]
@@ -67,14 +62,14 @@ def test_a_graceful_stop_leaves_running_takes_interrupted_not_cancelled(tmp_path
     (retryable, "the studio stopped"), the same as after a crash, not as if the musician cancelled."""
     import os
 
-    from studio_helpers import in_process_studio
+    from studio_helpers import api_client, in_process_studio
 
     from studio.testmodel import ensure_test_models
 
     os.environ["GRADIO_TEMP_DIR"] = str(tmp_path / "gradio")
     with in_process_studio(tmp_path / "data", ensure_test_models()) as (url, svc):
-        c = client(url)
-        r = c.predict(form(steps=200, variations=12), "", "", api_name="/submit")
+        c = api_client(url, svc.config.data_dir)
+        r = c.predict(form(steps=200, variations=12), "", api_name="/submit")
         for snap in c.submit(r["takes"][0], api_name="/follow"):
             if str(snap.get("phase", "")).startswith("step"):
                 break

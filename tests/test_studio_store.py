@@ -85,8 +85,11 @@ def test_list_and_search_by_title_lyrics_style_and_owner(store: Store) -> None:
     assert [x.id for x in store.search("100%")] == [b.id]  # LIKE wildcards are escaped
     assert store.search("0%x") == []
     alice = {x.id for x in store.list_sessions(owner="alice")}
-    assert alice == {a.id, c.id}  # her own plus ownerless (command-line) sessions
-    assert {x.id for x in store.list_sessions()} == {a.id, b.id, c.id}
+    assert alice == {a.id}  # her own only: never another owner's, never ownerless ones
+    assert [x.id for x in store.search("techno", owner="alice")] == []
+    assert {x.id for x in store.list_sessions()} == {a.id, b.id, c.id}  # operators (no owner) see all
+    assert store.adopt_ownerless("machine") == 1  # what the studio does with pre-owner sessions
+    assert {x.id for x in store.list_sessions(owner="machine")} == {c.id}
     assert next(x for x in store.list_sessions() if x.id == c.id).take_count == 1
 
 

@@ -133,10 +133,12 @@ class Batch:
         manifest.write("starting")
         recorder = None
         if o.session:
+            from studio.identity import Identity
             from studio.render.recorder import SessionRecorder
             from studio.store import Store
 
-            recorder = SessionRecorder(Store(o.data_dir), o.session)
+            # The machine's own owner: a browser sees these sessions once opened with `studio token`'s link.
+            recorder = SessionRecorder(Store(o.data_dir), o.session, Identity(o.data_dir).cli_owner())
             manifest.header["session"] = {"name": o.session, "id": recorder.session_id,
                                           "database": str(recorder.store.path)}
         progress = Progress(len(todo), stream=self.err, quiet=o.quiet)

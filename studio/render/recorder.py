@@ -1,7 +1,7 @@
 """`--session NAME`: the batch's takes recorded in the studio's store, so they show in its history.
 
-Only the store's public API (`studio.store.Store`) is used. The session is the command-line session
-(no browser owner) titled NAME, created on first use and reused by later runs. Each variation of a job
+Only the store's public API (`studio.store.Store`) is used. The session is the machine owner's session
+(`studio.identity`: the command line's token) titled NAME, created on first use and reused by later runs. Each variation of a job
 is one take row, added before the job is submitted (its seed fixed first, as the studio does), then
 kept in step with the job's events (progress writes throttled) and finished with the files at their
 final place (after the job's folder is committed) and the engine's full record.
@@ -23,12 +23,13 @@ PROGRESS_WRITE_S = 1.0
 
 
 class SessionRecorder:
-    def __init__(self, store: Store, name: str) -> None:
+    def __init__(self, store: Store, name: str, owner: str) -> None:
         self.store = store
         # Takes a killed render left "running" are marked interrupted (only those of dead processes).
         store.recover_interrupted()
-        match = [s for s in store.list_sessions(limit=10_000) if s.owner is None and s.title == name]
-        self.session = match[0] if match else store.create_session(name, inputs={"source": "studio render"})
+        match = [s for s in store.list_sessions(owner, limit=10_000) if s.title == name]
+        self.session = match[0] if match else store.create_session(name, owner=owner,
+                                                                   inputs={"source": "studio render"})
         self._takes: dict[str, list[str]] = {}  # job id -> take ids (one per variation)
         self._last: dict[str, float] = {}
 

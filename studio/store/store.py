@@ -108,12 +108,21 @@ class Store:
             row.updated_at = utcnow()
         return SessionInfo.of(row)
 
+    def adopt_ownerless(self, owner: str) -> int:
+        """Give sessions without an owner (made before owners were enforced) to `owner`; returns how many."""
+        with self._tx() as s:
+            rows = s.scalars(select(SessionRow).where(SessionRow.owner.is_(None))).all()
+            for row in rows:
+                row.owner = owner
+        return len(rows)
+
     def delete_session(self, session_id: str) -> None:
         with self._tx() as s:
             s.delete(self._session_row(s, session_id))
 
     def list_sessions(self, owner: str | None = None, *, limit: int = 100) -> list[SessionInfo]:
-        """Newest first. With `owner`: that browser's sessions plus ownerless (command-line) ones."""
+        """Newest first. With `owner`: that owner's sessions only. Without: all (operators, migrations);
+        callers serving a client always pass the owner the server verified."""
         return self._sessions(None, owner, limit)
 
     def search(self, query: str, owner: str | None = None, *, limit: int = 100) -> list[SessionInfo]:
@@ -123,7 +132,7 @@ class Store:
     def _sessions(self, query: str | None, owner: str | None, limit: int) -> list[SessionInfo]:
         stmt = select(SessionRow).order_by(SessionRow.updated_at.desc()).limit(limit)
         if owner is not None:
-            stmt = stmt.where(or_(SessionRow.owner == owner, SessionRow.owner.is_(None)))
+            stmt = stmt.where(SessionRow.owner == owner)
         if query:
             like = f"%{_escape_like(query)}%"
             take_match = (

@@ -1,0 +1,99 @@
+"""Who is calling: owner tokens the server signs, so no client can claim someone else's sessions.
+
+An owner is a random id; what a browser or an API client holds is `<owner>.<mac>`, the id signed with
+a key kept in the data folder (`.secrets/owner.key`, created on first run, 0600, never served). The
+server derives the owner from a token it can verify and ignores any owner a client merely names, so a
+restart keeps every browser's sessions (the key persists) and forging an owner needs the key.
+
+- Browsers keep their token in `gr.BrowserState`. Gradio encrypts that local-storage value with a
+  secret it sends to the page; `browser_state_secret` is derived from the key (so a restart can still
+  read what browsers stored) but is not the key, and holding it forges nothing.
+- API clients and the command line use the machine's own token (`.secrets/cli.token`, printed by
+  `studio token`), sent as `Authorization: Bearer <token>`; `studio render --session` records its
+  sessions under the same owner, so a browser opened with `?key=<token>` sees them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import Any
+
+_TOKEN = re.compile(r"^([A-Za-z0-9_-]{16,64})\.([0-9a-f]{32})$")
+HEADER = "authorization"
+ALT_HEADER = "x-studio-token"
+
+
+class Identity:
+    def __init__(self, data_dir: str | Path) -> None:
+        self.dir = Path(data_dir) / ".secrets"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.dir, 0o700)
+        self._key = bytes.fromhex(_read_or_create(self.dir / "owner.key", lambda: secrets.token_hex(32)))
+
+    def _mac(self, owner: str) -> str:
+        return hmac.new(self._key, b"owner:" + owner.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def new_token(self) -> str:
+        """A token for a new owner (a browser seen for the first time)."""
+        owner = secrets.token_urlsafe(18)
+        return f"{owner}.{self._mac(owner)}"
+
+    def owner_of(self, token: Any) -> str | None:
+        """The owner a token proves, or None for anything this server did not sign."""
+        if not isinstance(token, str) or len(token) > 128:
+            return None
+        m = _TOKEN.match(token.strip())
+        if m is None or not hmac.compare_digest(m.group(2), self._mac(m.group(1))):
+            return None
+        return m.group(1)
+
+    @property
+    def browser_state_secret(self) -> str:
+        return hmac.new(self._key, b"gradio-browser-state", hashlib.sha256).hexdigest()[:32]
+
+    def cli_token(self) -> str:
+        """This machine's own token (API scripts, `studio render`), created once."""
+        return _read_or_create(self.dir / "cli.token", self.new_token)
+
+    def cli_owner(self) -> str:
+        owner = self.owner_of(self.cli_token())
+        if owner is None:  # the key was replaced under an old token file: issue a fresh one
+            (self.dir / "cli.token").unlink(missing_ok=True)
+            owner = self.owner_of(self.cli_token())
+        assert owner is not None
+        return owner
+
+    def from_request(self, request: Any) -> str | None:
+        """The owner an HTTP request proves with `Authorization: Bearer <token>` (or X-Studio-Token)."""
+        try:
+            headers = {k.lower(): v for k, v in dict(request.headers).items()} if request is not None else {}
+        except Exception:  # noqa: BLE001 - no headers: no identity
+            return None
+        value = headers.get(HEADER, "")
+        if value.lower().startswith("bearer "):
+            return self.owner_of(value[7:])
+        return self.owner_of(headers.get(ALT_HEADER))
+
+
+def _read_or_create(path: Path, make: Any) -> str:
+    """The file's text; created atomically (0600) on first use, so two studios starting agree."""
+    try:
+        return path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        pass
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(make() + "\n")
+    try:
+        os.link(tmp, path)  # fails if another process made it first: then theirs is the one
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path.read_text(encoding="ascii").strip()
