@@ -29,17 +29,27 @@ def default_lock_dir() -> Path:
     return Path(env) if env else Path(tempfile.gettempdir()) / f"diffrhythm-studio-{os.getuid()}"
 
 
+def exclusive_device(backend: str, device: str) -> bool:
+    """A GPU or a Tenstorrent card serves one worker; the CPU is shared by as many as the machine runs
+    (two studios, a `studio render` and the test suite side by side)."""
+    return not (backend == "torch" and str(device).split(":")[0] == "cpu")
+
+
 class DeviceLock:
-    """An exclusive flock on `<lock_dir>/worker-<backend>-<device>.lock`, held for the worker's life.
+    """An exclusive flock on `<lock_dir>/worker-<backend>-<device>.lock`, held for the worker's life, for
+    exclusive devices only (`exclusive_device`); on the CPU acquiring is a no-op.
 
     The kernel drops a flock when its process dies, so a killed worker never leaves the device locked."""
 
     def __init__(self, backend: str, device: str, lock_dir: str | Path | None = None) -> None:
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{backend}-{device}")
         self.path = Path(lock_dir or default_lock_dir()) / f"worker-{safe}.lock"
+        self.exclusive = exclusive_device(backend, device)
         self._fh: IO[str] | None = None
 
     def acquire(self) -> None:
+        if not self.exclusive:
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fh = open(self.path, "a+")  # noqa: SIM115 - kept open for the process's life
         try:

@@ -15,7 +15,9 @@ import itertools
 import logging
 import os
 import queue
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -50,6 +52,7 @@ logger = logging.getLogger(__name__)
 READY_TIMEOUT_ENV = "DRS_WORKER_READY_TIMEOUT_S"
 
 
+_EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Refused|Exit)\b.*:")  # "FileNotFoundError: ..."
 UNIT_TIMEOUT_S = 600.0  # a card unit (one DiT step, one VAE window) running longer is hung
 
 
@@ -210,6 +213,25 @@ class Worker:
         if self._dead is not None:
             raise self._dead
 
+    def exit_reason(self) -> str:
+        """Why the worker process ended, in one line: its own words when it logged them (lock held by
+        pid N, a file missing, a checkpoint refused), or how it died (a signal: the OOM killer's SIGKILL)."""
+        rc = self.proc.returncode if self.proc is not None else None
+        if rc is not None and rc < 0:
+            name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else f"signal {-rc}"
+            hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if -rc == signal.SIGKILL else ""
+            return f"the worker process was killed by {name}{hint}"
+        said = ""
+        if self.log_path and os.path.exists(self.log_path):
+            with open(self.log_path, errors="replace") as fh:
+                for line in fh.readlines()[-200:]:
+                    line = line.strip()
+                    if "cannot start:" in line:
+                        said = line.split("cannot start:", 1)[1].strip()
+                    elif _EXC_LINE.match(line):
+                        said = line
+        return f"the worker process exited with code {rc}" + (f": {said}" if said else "")
+
     def _log_tail(self, lines: int = 15) -> str:
         if not self.log_path or not os.path.exists(self.log_path):
             return ""
@@ -341,7 +363,7 @@ class Worker:
             # Deliver what the worker sent before it exited (its last errors) ahead of the dead sentinel.
             while sock.poll(100):
                 self._on_frames(sock.recv_multipart(copy=False), limits)
-            self._declare_dead(f"the worker process exited with code {self.proc.returncode}{self._log_tail()}")
+            self._declare_dead(f"{self.exit_reason()}{self._log_tail()}")
         elif self._last_heard and now - self._last_heard > self.dead_after_s:
             self._declare_dead(f"no heartbeat from the worker for {now - self._last_heard:.1f} s "
                                f"(dead_after_s={self.dead_after_s}); it is hung or gone")

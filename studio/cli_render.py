@@ -73,7 +73,7 @@ def render(jobs_file: str | None, out: Path | None, lyrics_path: str | None, sty
            strict: bool, as_json: bool, quiet: bool, session: str | None, data_dir: Path | None, policy: str,
            workers: tuple[str, ...], devices: tuple[str, ...], backend: str, precision: str,
            dits: tuple[str, ...], vae: str | None, model: str, models_dir: str | None, secret_file: str | None,
-           threads: int | None, test_crop_frames: int | None) -> None:
+           threads: int | None, lock_dir: str | None, test_crop_frames: int | None) -> None:
     """Render songs without a browser: a JSONL batch, or one song."""
     logging.basicConfig(level=os.environ.get("STUDIO_LOG_LEVEL", "ERROR" if quiet else "WARNING"),
                         format="%(levelname)s %(name)s: %(message)s")
@@ -122,7 +122,7 @@ def render(jobs_file: str | None, out: Path | None, lyrics_path: str | None, sty
         raise RenderError("--test-crop-frames is for the test model (--model test) only")
     opts = BatchOptions(source=source, text=text, base_dir=base, outdir=outdir, data_dir=data_dir,
                         models=models, plan=WorkerPlan(workers, devices or (), backend, precision, secret_file,
-                                                        threads),
+                                                        threads, lock_dir),
                         policy=policy, crop_frames=test_crop_frames, resume=resume and not one_song,
                         strict=strict, quiet=quiet, session=session, single=song_out is not None)
     try:

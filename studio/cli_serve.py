@@ -27,7 +27,7 @@ log = logging.getLogger("studio.serve")
 @model_options
 def serve(host: str, port: int, data_dir: Path | None, workers: tuple[str, ...], devices: tuple[str, ...],
           backend: str, precision: str, dits: tuple[str, ...], vae: str | None, model: str,
-          models_dir: str | None, secret_file: str | None, threads: int | None,
+          models_dir: str | None, secret_file: str | None, threads: int | None, lock_dir: str | None,
           test_crop_frames: int | None) -> None:
     """Open the studio.
 
@@ -56,7 +56,7 @@ def serve(host: str, port: int, data_dir: Path | None, workers: tuple[str, ...],
         log.info("[serve] %d take(s) were interrupted by the last stop; they can be retried", len(recovered))
     config = StudioConfig(data_dir, test_model=model == "test")
     svc = Services(store, config, model_status=ModelStatus(ready=False, loading="preparing model files"))
-    spec = WorkerPlan(workers, devices, backend, precision, secret_file, threads)
+    spec = WorkerPlan(workers, devices, backend, precision, secret_file, threads, lock_dir)
     loader = threading.Thread(target=_load_engine, name="engine-loader", daemon=True,
                               args=(svc, data_dir, model, dits, vae, models_dir, spec, test_crop_frames))
     loader.start()
@@ -93,7 +93,7 @@ def _load_engine(svc: Any, data_dir: Path, model: str, dits: tuple[str, ...], va
         specs = plan.specs()
         svc.model_status = ModelStatus(ready=False, loading=f"starting {len(specs)} worker(s): "
                                        + ", ".join(s.name for s in specs))
-        cfg = EngineConfig(data_dir, models, workers=specs, policy="fair",
+        cfg = EngineConfig(data_dir, models, workers=specs, policy="fair", lock_dir=plan.lock_dir,
                            crop_frames=crop if models.test else None)
         engine = Engine(cfg)
         label = LABEL if models.test else "DiffRhythm 1.2"
@@ -102,7 +102,8 @@ def _load_engine(svc: Any, data_dir: Path, model: str, dits: tuple[str, ...], va
         log.info("[serve] ready: %s on %s", label, workers)
     except Exception as exc:
         log.exception("[serve] the workers did not start")
-        svc.model_status = ModelStatus(ready=False, missing=[], detail=f"The workers did not start: {exc}")
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+        svc.model_status = ModelStatus(ready=False, problem=f"the workers did not start: {reason}")
 
 
 def _offer_fetch(svc: Any, exc: Exception, models_dir: str | None, retry: Any) -> None:

@@ -41,6 +41,9 @@ def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Folder of model files laid out by hand."),
         click.option("--secret-file", type=click.Path(exists=True), default=None, help="Shared secret for tcp workers."),
         click.option("--threads", type=int, default=None, help="torch threads per local CPU worker."),
+        click.option("--lock-dir", default=None, metavar="DIR",
+                     help="Folder of the one-worker-per-card locks (GPUs, Tenstorrent cards; CPU workers take "
+                          "none) [default: $DRS_LOCK_DIR or <temp>/diffrhythm-studio-<uid>]."),
         click.option("--test-crop-frames", type=int, default=None, hidden=True,
                      help="Test model only: crop songs to this many frames (fast tests)."),
     ]
@@ -53,9 +56,9 @@ class WorkerPlan:
     """Which workers a command runs: running ones by address, local ones per device (default: one on the CPU)."""
 
     def __init__(self, workers: tuple[str, ...], devices: tuple[str, ...], backend: str, precision: str,
-                 secret_file: str | None, threads: int | None) -> None:
+                 secret_file: str | None, threads: int | None, lock_dir: str | None = None) -> None:
         self.workers, self.devices, self.backend, self.precision = workers, devices, backend, precision
-        self.secret_file, self.threads = secret_file, threads
+        self.secret_file, self.threads, self.lock_dir = secret_file, threads, lock_dir
 
     def specs(self) -> list[Any]:
         from engine.config import WorkerSpec

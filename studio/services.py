@@ -40,6 +40,7 @@ class ModelStatus:
     workers: str = ""  # e.g. "torch:cpu float32" (precision is a worker setting: `serve --precision`)
 
     loading: str = ""  # set while the workers start: what they are doing
+    problem: str = ""  # the files are there but the workers did not start: their own reason, one line
     can_fetch: bool = False  # online and files missing: the page offers to download them
 
     def banner_markdown(self) -> str:
@@ -50,6 +51,9 @@ class ModelStatus:
                     f"weights with `{self.fetch_command}` and restart without `--model test`.")
         if self.ready:
             return ""
+        if self.problem:
+            return (f"⚠ **Songs cannot be made: {self.problem}**\n\nThe page works meanwhile; fix the cause "
+                    "and restart `studio serve` (the log has the worker's last lines).")
         lines = ["⚠ **Songs cannot be made yet: model files are missing.**"]
         lines += [f"- `{m}`" for m in self.missing[:12]]
         if len(self.missing) > 12:

@@ -50,3 +50,34 @@ def test_worker_process_runs_a_song_on_the_ttnn_backend(tiny_vae: Path, tmp_path
     finally:
         code = w.close()
     assert w.proc is not None and w.proc.poll() is not None, f"worker still running (exit {code})"
+
+
+def test_a_card_serves_one_worker_and_the_second_says_who_holds_it(tiny_vae: Path, tmp_path: Path) -> None:
+    """A Tenstorrent card (or a GPU) is exclusive: the second worker exits at once, and its own reason
+    (the lock and the pid holding it) is the first line of what the engine reports."""
+    import os
+
+    import pytest
+
+    from engine.remote import WorkerDeadError
+
+    ckpt = save_checkpoint(random_dit(41, **CARD_CFG), tmp_path / "dit")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport fake_ttnn\nsys.modules['ttnn'] = fake_ttnn\n")
+    env = dict(os.environ, PYTHONPATH=str(site), DRS_TTNN_CACHE=str(tmp_path / "cache"), DRS_TTNN_VAE_WINDOWS="16")
+    first = Worker(dit=str(ckpt), vae=str(tiny_vae), backend="ttnn", device="0", env=env, lock_dir=str(tmp_path))
+    second = Worker(dit=str(ckpt), vae=str(tiny_vae), backend="ttnn", device="0", env=env, lock_dir=str(tmp_path))
+    try:
+        first.start()
+        first.wait_ready(120)
+        second.start()
+        with pytest.raises(WorkerDeadError) as err:
+            second.wait_ready(60)
+        line = str(err.value).splitlines()[0]
+        assert f"another worker (pid {first.proc.pid}) holds" in line and "one worker per device" in line, line
+        assert second.proc.poll() == 2
+    finally:
+        second.close()
+        first.close()

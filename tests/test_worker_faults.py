@@ -146,14 +146,14 @@ def test_lock_stale_socket_sigterm_and_close(paths, tmp_path):
     stale.bind(path)  # what a SIGKILLed worker leaves behind: a socket file nobody listens on
     stale.close()
     w = Worker(dit=paths[0], vae=paths[1], bind=f"ipc://{path}", threads=1, lock_dir=str(tmp_path))
-    other = Worker(dit=paths[0], vae=paths[1], bind=f"ipc://{sockdir}/w2.sock", lock_dir=str(tmp_path))
+    other = Worker(dit=paths[0], vae=paths[1], bind=f"ipc://{sockdir}/w2.sock", threads=1, lock_dir=str(tmp_path))
     try:
         w.start()
         w.wait_ready(60)
-        other.start()
-        with pytest.raises(WorkerDeadError, match="one worker per device"):
-            other.wait_ready(60)
-        assert other.proc.poll() == 2
+        other.start()  # the CPU is shared: a second studio's (or the test suite's) CPU worker starts too
+        other.wait_ready(60)
+        assert not list(tmp_path.glob("worker-*.lock")), "CPU workers take no device lock"
+        other.close()
 
         job = _submit(w, LONG)
         for ev in job.events(timeout_s=60, event_timeout_s=30):

@@ -90,6 +90,13 @@ class TorchBackend(Backend):
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         if self.device.startswith("cuda"):
+            if not torch.cuda.is_available():
+                raise RuntimeError(f"{self.device} was asked for, but this worker's torch ({torch.__version__}) "
+                                   "sees no CUDA GPU; install a CUDA build of torch or use --device cpu")
+            index = torch.device(self.device).index or 0
+            if index >= torch.cuda.device_count():
+                raise RuntimeError(f"{self.device} does not exist: this machine has "
+                                   f"{torch.cuda.device_count()} CUDA device(s)")
             torch.cuda.set_device(torch.device(self.device))
         from device_worker.models import load_dit, load_vae
 

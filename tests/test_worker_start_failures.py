@@ -1,0 +1,51 @@
+"""A worker that cannot start says why, in its own words, wherever the musician looks.
+
+Real worker processes: a GPU asked for on a machine without one, and a checkpoint file that is not
+there. The first line of what the engine raises names the cause; the page's banner shows that line
+and never claims model files are missing when they are not.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.config import EngineConfig, WorkerSpec
+from engine.engine import Engine
+from engine.pool import NoWorkerError
+from studio.services import ModelStatus
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory):
+    from studio.testmodel import ensure_test_models
+
+    return ensure_test_models(tmp_path_factory.mktemp("test-model"))
+
+
+def first_line(models, tmp_path: Path, **spec) -> str:
+    cfg = EngineConfig(tmp_path / "data", models, workers=[WorkerSpec(threads=1, **spec)],
+                       restart_backoff_s=(0.1,), lock_dir=str(tmp_path / "locks"))
+    with pytest.raises(NoWorkerError) as err:
+        Engine(cfg)
+    return str(err.value).splitlines()[0]
+
+
+def test_a_gpu_asked_for_without_one_is_named(models, tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU: the failure cannot be provoked")
+    line = first_line(models, tmp_path, device="cuda:0")
+    assert "cuda:0 was asked for" in line and "sees no CUDA GPU" in line, line
+    banner = ModelStatus(ready=False, problem=f"the workers did not start: {line}").banner_markdown()
+    assert "sees no CUDA GPU" in banner and "missing" not in banner
+
+
+def test_a_missing_checkpoint_is_named(models, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    gone = replace(models, base=str(tmp_path / "nowhere" / "dit-base"))
+    line = first_line(gone, tmp_path)
+    assert "nowhere" in line or "No such file" in line or "not found" in line, line
