@@ -36,6 +36,21 @@ def _read(path: str) -> str:
         sys.exit(EXIT_UNREADABLE)
 
 
+def _models_dir_option(f):
+    return click.option("--models-dir", type=click.Path(file_okay=False), default=None,
+                        help="folder of model files laid out as <dir>/<org>/<repo>/<file> (env STUDIO_MODELS_DIR): "
+                             "the phone vocabulary and the Chinese lexicon and polyphone model are taken from it")(f)
+
+
+def _tokenizer(models_dir: str | None):
+    """None (the default lookup) unless a models folder is given."""
+    if models_dir is None:
+        return None
+    from engine.lyrics import LyricTokenizer
+
+    return LyricTokenizer(models_dir=models_dir)
+
+
 def _environment_error(exc: Exception) -> None:
     click.echo(f"error: {exc}", err=True)
     sys.exit(EXIT_UNREADABLE)
@@ -51,13 +66,14 @@ def lyrics() -> None:
 @click.option("--duration", "-d", type=float, required=True, callback=_duration,
               help="Song length in seconds: 95 (base model) or 96-285 (full model).")
 @click.option("--json", "as_json", is_flag=True, help="Print the token track and per-line report as JSON.")
-def check(file: str, duration: float, as_json: bool) -> None:
+@_models_dir_option
+def check(file: str, duration: float, as_json: bool, models_dir: str | None) -> None:
     """Report what happens to every line of FILE (an LRC; '-' reads stdin)."""
     from engine.lyrics import EspeakMissing, VocabError, layout_lyrics, render_text
 
     text = _read(file)
     try:
-        layout = layout_lyrics(text, duration)
+        layout = layout_lyrics(text, duration, tokenizer=_tokenizer(models_dir))
     except (VocabError, EspeakMissing) as exc:
         _environment_error(exc)
         return
@@ -75,13 +91,15 @@ def check(file: str, duration: float, as_json: bool) -> None:
 @click.option("--tempo", type=click.FloatRange(30, 300), default=None, help="Tempo in BPM (lines snap to beats).")
 @click.option("--intro", type=click.FloatRange(0, None), default=None, help="Seconds before the first line.")
 @click.option("--explain", is_flag=True, help="Also print the phoneme counts behind each time (to stderr).")
-def time(file: str, duration: float, tempo: float | None, intro: float | None, explain: bool) -> None:
+@_models_dir_option
+def time(file: str, duration: float, tempo: float | None, intro: float | None, explain: bool,
+         models_dir: str | None) -> None:
     """Print a timed LRC for the plain lyrics in FILE ([Verse]/[Chorus] tags allowed; '-' reads stdin)."""
     from engine.lyrics import EspeakMissing, VocabError, plan_timing
 
     text = _read(file)
     try:
-        plan = plan_timing(text, duration, tempo_bpm=tempo, intro_s=intro)
+        plan = plan_timing(text, duration, tempo_bpm=tempo, intro_s=intro, tokenizer=_tokenizer(models_dir))
     except (VocabError, EspeakMissing) as exc:
         _environment_error(exc)
         return

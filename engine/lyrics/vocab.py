@@ -1,8 +1,9 @@
 """The model's phone vocabulary (`vocab.json`, 363 symbols) and where to find it.
 
 The product downloads `vocab.json` like the weights; the path comes from an argument, else the
-`STUDIO_LYRICS_VOCAB` environment variable, else the reference copy under `$STUDIO_SHARED_DIR` or beside the checkout
-(`../shared/reference/diffrhythm/g2p/g2p/vocab.json`, used by tests and development).
+`STUDIO_LYRICS_VOCAB` environment variable, else the model-file lookup (`models_dir` / `$STUDIO_MODELS_DIR`, the
+studio's own folder) when it has the file, else the reference copy under `$STUDIO_SHARED_DIR` or beside the
+checkout (`../shared/reference/diffrhythm/g2p/g2p/vocab.json`, used by tests and development).
 Model ids are vocab ids + 1 (0 is the filler between lines).
 """
 
@@ -48,11 +49,17 @@ class Vocab:
         return "|".join(self.id_to_phone.get(i - 1, "?") for i in ids)
 
 
-def resolve_vocab_path(path: str | os.PathLike[str] | None = None) -> Path:
+def resolve_vocab_path(path: str | os.PathLike[str] | None = None, *,
+                       models_dir: str | os.PathLike[str] | None = None) -> Path:
     if path is not None:
         return Path(path)
     if os.environ.get(ENV_VAR):
         return Path(os.environ[ENV_VAR])
+    from engine.modelfiles import check_file, get
+
+    status = check_file("vocab", get("vocab").files[0], models_dir)
+    if status.ok and status.path is not None:
+        return status.path
     if os.environ.get("STUDIO_SHARED_DIR"):  # the same override the tests use for ../shared
         return Path(os.environ["STUDIO_SHARED_DIR"]) / "reference" / "diffrhythm" / "g2p" / "g2p" / "vocab.json"
     return _DEV_COPY
@@ -74,6 +81,7 @@ def _load(path: str) -> Vocab:
     return Vocab(dict(table), str(path))
 
 
-def load_vocab(path: str | os.PathLike[str] | None = None) -> Vocab:
-    """Load (and cache) vocab.json from `path`, $STUDIO_LYRICS_VOCAB or the development copy."""
-    return _load(str(resolve_vocab_path(path)))
+def load_vocab(path: str | os.PathLike[str] | None = None, *,
+               models_dir: str | os.PathLike[str] | None = None) -> Vocab:
+    """Load (and cache) vocab.json from `path`, $STUDIO_LYRICS_VOCAB, the model files or the development copy."""
+    return _load(str(resolve_vocab_path(path, models_dir=models_dir)))

@@ -61,7 +61,7 @@ class LyricTokenizer:
     def __init__(self, vocab: Vocab | str | os.PathLike[str] | None = None,
                  chinese_data_dir: str | os.PathLike[str] | None = None, *,
                  models_dir: str | os.PathLike[str] | None = None) -> None:
-        self.vocab = vocab if isinstance(vocab, Vocab) else load_vocab(vocab)
+        self.vocab = vocab if isinstance(vocab, Vocab) else load_vocab(vocab, models_dir=models_dir)
         self.chinese_files = find_chinese_files(chinese_data_dir, models_dir=models_dir, vocab_path=self.vocab.path)
         self.mandarin = MandarinReader(self.chinese_files)  # loads its data on the first Chinese line
         self._cache: dict[tuple[str, str], LineTokens] = {}
@@ -145,7 +145,7 @@ def dropped_warning(dropped: tuple[tuple[str, str], ...]) -> str:
         unique = list(dict.fromkeys(chars))
         advice = _DROP_ADVICE.get(why, why).format(it="it" if len(unique) == 1 else "them")
         parts.append(f"{' '.join(unique)} ({advice})")
-    return "not sung: " + "; ".join(parts) + " - upstream drops the same characters, so the ids are upstream's"
+    return "not sung: " + "; ".join(parts) + "; upstream skips them too"
 
 
 def chinese_note(tokenizer: LyricTokenizer) -> str:
@@ -153,12 +153,12 @@ def chinese_note(tokenizer: LyricTokenizer) -> str:
     reader = tokenizer.mandarin
     why = reader.problem or "unknown reason"
     if reader.mode == LEXICON:
-        fix = ("pip install onnxruntime" if "onnxruntime" in why
-               else "studio models fetch --only polyphone")
-        return (f"Chinese lines laid out without the polyphone model ({why}): polyphones such as 还 得 为 are "
-                f"read by pypinyin and may differ from upstream's; fix: {fix}")
-    return (f"Chinese lines laid out without upstream's lexicon and polyphone model ({why}): read by pypinyin, "
-            "so readings may differ from upstream's; fix: studio models fetch --only chinese-lexicon --only polyphone")
+        fix = "pip install onnxruntime" if "onnxruntime" in why else "studio models fetch --only polyphone"
+        return (f"Chinese lines laid out without the polyphone model: {why}. Polyphones such as 还 得 为 may "
+                f"be read differently from upstream's; to fix: {fix}")
+    return (f"Chinese lines laid out without upstream's lexicon and polyphone model: {why}. They are read by "
+            "pypinyin, so readings may differ from upstream's; to fix: studio models fetch --only chinese-lexicon "
+            "--only polyphone")
 
 
 def _script_name(ch: str) -> str:

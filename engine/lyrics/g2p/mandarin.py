@@ -20,8 +20,9 @@ Upstream (`g2p/g2p/mandarin.py`) reads a Chinese segment in these steps, all rep
 Three modes, named in every result:
 
 * ``upstream``: lexicon + polyphone model: upstream's readings exactly;
-* ``lexicon``: lexicon without the polyphone model (files or onnxruntime absent): polyphones take
-  pypinyin's phrase-aware reading of their word, which can differ from upstream's;
+* ``lexicon``: lexicon without the polyphone model (files or onnxruntime absent): the polyphones of
+  `polychar.txt` (when that file is there) take pypinyin's phrase-aware reading of their word, otherwise
+  the lexicon's; either can differ from upstream's;
 * ``pypinyin``: no lexicon: every word is read by pypinyin (polyphone model unused).
 
 Upstream also maps Latin letters to bopomofo after step 4; step 2 has removed them already, so that
@@ -258,7 +259,7 @@ class MandarinReader:
             return
         if not files.lexicon:
             missing = ", ".join(files.missing("lexicon", "pinyin_2_bpmf"))
-            self.problem = f"upstream's Chinese lexicon was not found ({missing}; searched {files.searched})"
+            self.problem = f"{missing} not found (searched {files.searched})"
             return
         self._to_bpmf = read_pinyin_table(files.paths["pinyin_2_bpmf"])
         self._lexicon = load_lexicon(files.paths["lexicon"])
@@ -268,7 +269,7 @@ class MandarinReader:
         poly = files.polyphone
         if poly is None:
             missing = ", ".join(files.missing(*POLYPHONE_ROLES))
-            self.problem = f"the polyphone model files were not found ({missing}; searched {files.searched})"
+            self.problem = f"{missing} not found (searched {files.searched})"
             return
         try:
             self._model = load_polyphone_model(poly)

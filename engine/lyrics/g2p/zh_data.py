@@ -81,7 +81,7 @@ def find_chinese_files(data_dir: str | os.PathLike[str] | None = None, *,
         root = Path(folder).expanduser()
         found = {r: root / rel for r, (_, rel) in FILES.items() if (root / rel).is_file()}
         return ChineseFiles(found, str(root))
-    beside = Path(vocab_path).resolve().parent.parent / "sources" if vocab_path else None
+    beside = Path(vocab_path).absolute().parent.parent / "sources" if vocab_path else None
     found = {}
     for role, (_, rel) in FILES.items():
         path = _from_modelfiles(role, models_dir)
