@@ -96,3 +96,25 @@ def test_real_subprocess_on_odd_files(tmp_path, vocab_path):  # noqa: F811
     assert done.returncode == 2 and "256 KiB" in done.stderr
     done = _studio("check", write(tmp_path, "x.lrc", LOSSY.encode()), "--duration", "120", env_vocab=vocab_path)
     assert done.returncode == 1
+
+
+ZH_LRC = ("[ti:歌]\n[00:01.00]我还没还你的钱\n[00:05.00]愛情不是你想賣就能賣\n[00:09.00]，。！？……\n"
+          "[00:12.00]2024年我们一起去看海\n[00:16.00]我爱你 baby\n[00:20.00]\n")
+
+
+def test_check_chinese_lrc_reports_every_line(runner, tmp_path, monkeypatch):
+    models_dir = Path(os.environ.get("STUDIO_SHARED_DIR", ROOT.parent / "shared")) / "reference" / "models-dir"
+    if not (models_dir / "ASLP-lab/DiffRhythm/g2p/sources/chinese_lexicon.txt").is_file():
+        pytest.skip(f"upstream's Chinese g2p files not found under {models_dir}")
+    monkeypatch.setenv("STUDIO_MODELS_DIR", str(tmp_path / "no-models"))
+    lrc = write(tmp_path, "zh.lrc", ZH_LRC.encode())
+    result = runner.invoke(lyrics, ["check", lrc, "-d", "95", "--json", "--models-dir", str(models_dir)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert [r["status"] for r in data["lines"]] == ["ignored", "sung", "sung", "break", "sung", "sung", "end"]
+    assert data["lines"][2]["warnings"][0].startswith("not sung: 賣") and not data["notes"]
+    assert data["lines"][1]["tokens"][:3] == [179, 82, 193]  # 我 还(huán): uo↓↑ x uan↑
+    text = runner.invoke(lyrics, ["check", lrc, "-d", "95", "--models-dir", str(models_dir)]).output
+    assert "warning: not sung: 賣" in text and "upstream crashes" in text and "singable as given" in text
+    bare = runner.invoke(lyrics, ["check", lrc, "-d", "95"])  # no Chinese files anywhere: the report says so
+    assert bare.exit_code == 0 and "without upstream's lexicon and polyphone model" in bare.output

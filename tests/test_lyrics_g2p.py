@@ -10,8 +10,8 @@ from lyrics_fixtures import tokenizer, vocab_path  # noqa: F401
 from engine.lyrics.g2p import LyricTokenizer
 from engine.lyrics.g2p.english import merge_phones, normalise_numbers, normalise_text
 from engine.lyrics.g2p.mandarin import bopomofo_to_symbols
-from engine.lyrics.g2p.zh_numbers import numbers_to_chinese
 from engine.lyrics.g2p.segment import segments
+from engine.lyrics.g2p.zh_numbers import numbers_to_chinese
 from engine.lyrics.vocab import VocabError, load_vocab
 
 

@@ -115,6 +115,38 @@ def test_verify_checksums_and_exit_status(env, reference_dir):
     assert runner.invoke(models, ["verify", "--only", "nope"]).exit_code == 2
 
 
+def test_chinese_g2p_files_listed_verified_and_fetched(env, reference_dir, monkeypatch):
+    models_dir = reference_dir.parent / "models-dir"  # upstream's g2p files byte for byte, as --models-dir lays them
+    if not (models_dir / "ASLP-lab/DiffRhythm/g2p/sources/chinese_lexicon.txt").is_file():
+        pytest.skip(f"upstream's Chinese g2p files not found under {models_dir}")
+    names = {f.filename for m in ("chinese-lexicon", "polyphone") for f in get(m).files}
+    assert {"g2p/sources/chinese_lexicon.txt", "g2p/sources/pinyin_2_bpmf.txt",
+            "g2p/sources/g2p_chinese_model/poly_bert_model.onnx"} <= names
+    assert all(f.size and f.git_sha1 for m in ("chinese-lexicon", "polyphone") for f in get(m).files)
+    assert get("chinese-lexicon").default and get("polyphone").default  # fetched without --only
+    runner = CliRunner()
+    out = runner.invoke(models, ["verify", "--only", "chinese-lexicon", "--only", "polyphone",
+                                 "--models-dir", str(models_dir)])
+    assert out.exit_code == 0 and out.output.count("checked") == 8, out.output
+    listed = runner.invoke(models, ["list", "--only", "polyphone", "--models-dir", str(models_dir)]).output
+    assert "licence: Apache-2.0" in listed and "Amphion" in listed and "76.6 MB" in listed
+    assert "missing" in runner.invoke(models, ["list", "--only", "chinese-lexicon"]).output  # nothing in HOME
+    urls = []
+
+    def fake_download(url, dest, **kw):
+        urls.append(url)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes((models_dir / "ASLP-lab/DiffRhythm" / url.split("/" + get("vocab").files[0].source.revision
+                                                                          + "/", 1)[1]).read_bytes())
+        return dest
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    spec = get("chinese-lexicon").files[1]
+    result = fetch_file("chinese-lexicon", spec, env / "fetched", url_download=fake_download, progress=False)
+    assert result.action == "downloaded" and urls[0].endswith("/g2p/sources/pinyin_2_bpmf.txt")
+    assert (env / "fetched/ASLP-lab/DiffRhythm/g2p/sources/pinyin_2_bpmf.txt").is_file()
+
+
 def test_fetch_offline_says_what_it_cannot_do(env):
     out = CliRunner().invoke(models, ["fetch", "--only", "vae", "--only", "vocab"])
     assert out.exit_code == 1
