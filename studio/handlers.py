@@ -219,6 +219,7 @@ class _Preview:
         self.sent_s = 0.0
         self.sent_at = 0.0
         self.take: str | None = None
+        self.written: list[Path] = []  # the newest two stay (the player may still be fetching one)
 
     def update(self, snap: dict) -> Path | None:
         rendering = [(t, lv) for t, lv in snap.items() if lv.chunks]
@@ -239,4 +240,7 @@ class _Preview:
 
         sf.write(str(path), pcm, self.RATE, subtype="PCM_16")
         self.take, self.sent_s, self.sent_at = take, seconds, now
+        self.written.append(path)
+        while len(self.written) > 2:  # a 285 s prefix is 50 MB: old ones must not pile up on disk
+            self.written.pop(0).unlink(missing_ok=True)
         return path

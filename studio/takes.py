@@ -34,6 +34,11 @@ log = logging.getLogger(__name__)
 
 PROGRESS_WRITE_S = 0.5  # at most two progress writes per second per take: WAL writes are cheap, not free
 PREPARE_SHARE, DIFFUSION_SHARE = 0.05, 0.80  # of a take's progress bar; decoding gets the rest
+# Early-playback audio held for takes still rendering, all together: a 285 s take is 100 MB of float32,
+# and forty in flight grew the studio past 800 MB. Past the budget the oldest take's preview audio goes
+# (its file still arrives; only listening before it is written is lost for it).
+PREVIEW_BUDGET_BYTES = 192 * 2**20
+KEEP_FINISHED = 256  # finished takes kept in memory for followers; the store has every take
 
 
 class EngineLike(Protocol):
@@ -54,6 +59,7 @@ class Live:
     queue_position: int | None = None
     seed: int | None = None
     chunks: list[np.ndarray] = field(default_factory=list)  # early-playback audio, float32 [n, 2]
+    preview_dropped: bool = False  # chunks given up to the memory budget: no early playback for this take
     version: int = 0  # bumped on every change, so followers only redraw when something moved
 
 
@@ -152,7 +158,7 @@ class TakeRunner:
             with self._lock:
                 # A finished variation keeps its final state (job-level events name every take).
                 targets = [t for t in (take_ids if i is None else [take_ids[i]])
-                           if self._live[t].status not in FINAL_STATUSES]
+                           if t in self._live and self._live[t].status not in FINAL_STATUSES]
                 for tid in targets:
                     lv = self._live[tid]
                     if "status" in changes and changes["status"] != lv.status:
@@ -188,11 +194,7 @@ class TakeRunner:
                     frac = PREPARE_SHARE + DIFFUSION_SHARE + (1 - PREPARE_SHARE - DIFFUSION_SHARE) * e.j / max(e.total, 1)
                     update(e.take, progress=min(frac, 0.99), eta_s=e.eta_s, phase=f"decoding window {e.j}/{e.total}")
                 elif isinstance(e, ev.AudioChunk):
-                    with self._lock:
-                        lv = self._live[take_ids[e.take]]
-                        lv.chunks.append(np.asarray(e.audio, dtype=np.float32))
-                        lv.version += 1
-                        self._lock.notify_all()
+                    self._add_chunk(take_ids[e.take], np.asarray(e.audio, dtype=np.float32))
                 elif isinstance(e, ev.Retrying):
                     update(e.take, force=True, phase=f"retrying (attempt {e.attempt}): {e.reason}")
                 elif isinstance(e, ev.TakeDone):
@@ -219,6 +221,27 @@ class TakeRunner:
             with self._lock:
                 for tid in take_ids:
                     self._jobs.pop(tid, None)
+
+    def _add_chunk(self, take_id: str, audio: np.ndarray) -> None:
+        with self._lock:
+            lv = self._live.get(take_id)
+            if lv is None or lv.preview_dropped:
+                return
+            lv.chunks.append(audio)
+            lv.version += 1
+            held = [x for x in self._live.values() if x.chunks]  # insertion order: oldest take first
+            total = sum(c.nbytes for x in held for c in x.chunks)
+            for old in held:
+                if total <= PREVIEW_BUDGET_BYTES or old is lv:
+                    break
+                total -= sum(c.nbytes for c in old.chunks)
+                old.chunks, old.preview_dropped = [], True
+                old.version += 1
+            self._lock.notify_all()
+
+    def preview_bytes(self) -> int:
+        with self._lock:
+            return sum(c.nbytes for x in self._live.values() for c in x.chunks)
 
     def _finish_take(self, take_id: str, result: Any) -> None:
         lv = self.live(take_id)
@@ -249,8 +272,15 @@ class TakeRunner:
                 setattr(lv, k, v)
             if changes.get("status") in FINAL_STATUSES:
                 lv.chunks = []  # the file is the reference now; free the early-playback audio
+                self._forget_old_finished()
             lv.version += 1
             self._lock.notify_all()
+
+    def _forget_old_finished(self) -> None:
+        """Keep the newest KEEP_FINISHED finished takes in memory (under the lock)."""
+        finished = [t for t, x in self._live.items() if x.status in FINAL_STATUSES]
+        for tid in finished[:-KEEP_FINISHED] if len(finished) > KEEP_FINISHED else []:
+            del self._live[tid]
 
 
 def _read_record(path: str | None) -> dict[str, Any]:
