@@ -1,15 +1,16 @@
 """Reading user audio (style references, reference songs): any format libsndfile reads, any rate and
 channel count, with clear errors. Only the requested span is read, so a 20-minute file costs its window.
 
-No torch: resampling is scipy's polyphase filter (`resample_poly`, Kaiser window), which plays the role
-of librosa's / torchaudio's resamplers upstream (not bit-identical to them; see docs/models.md).
+Reading follows what upstream's style path gets from `librosa.load(path, sr=24000, offset, duration)`
+(librosa 0.10, DiffRhythm's pin): a soundfile read of int(duration * rate) frames from frame
+int(offset * rate), the channel mean, then `soxr` at quality "soxr_hq" (librosa's default resampler),
+padded or cut to librosa's length int(ceil(n * (dst / src))). No torch, no librosa: soxr + numpy.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -58,11 +59,12 @@ def probe(path: str | Path) -> AudioInfo:
 
 
 def read_span(path: str | Path, start_s: float = 0.0, duration_s: float | None = None) -> tuple[np.ndarray, int]:
-    """Read `duration_s` seconds from `start_s` (librosa's rounding: round(rate * t)) as float32
-    [n, channels] at the file's own rate. Reads only that span."""
+    """Read `duration_s` seconds from `start_s` as float32 [n, channels] at the file's own rate, with
+    librosa's frame rule: start at int(start_s * rate), read int(duration_s * rate) frames (fewer where
+    the file ends first). Reads only that span."""
     info = probe(path)
-    start = max(0, int(round(info.rate * start_s)))
-    frames = -1 if duration_s is None else max(0, int(round(info.rate * duration_s)))
+    start = max(0, int(start_s * info.rate))
+    frames = -1 if duration_s is None else max(0, int(duration_s * info.rate))
     try:
         with sf.SoundFile(str(info.path)) as f:
             if start:
@@ -78,8 +80,13 @@ def read_span(path: str | Path, start_s: float = 0.0, duration_s: float | None =
 
 
 def to_mono(x: np.ndarray) -> np.ndarray:
-    """[n, ch] -> [n]: the channel mean (librosa's to_mono)."""
-    return x.mean(axis=1, dtype=np.float32) if x.ndim == 2 else x.astype(np.float32)
+    """[n, ch] -> [n] float32: the channel mean, computed as librosa's to_mono does on the
+    [ch, n] view of the same read (np.mean over the channel axis); one channel is returned as is."""
+    if x.ndim == 1:
+        return x.astype(np.float32, copy=False)
+    if x.shape[1] == 1:
+        return np.ascontiguousarray(x[:, 0], dtype=np.float32)
+    return np.ascontiguousarray(np.mean(x.astype(np.float32, copy=False).T, axis=0), dtype=np.float32)
 
 
 def to_stereo(x: np.ndarray) -> np.ndarray:
@@ -91,13 +98,30 @@ def to_stereo(x: np.ndarray) -> np.ndarray:
     return x[:, :2]
 
 
-def resample(x: np.ndarray, src: int, dst: int) -> np.ndarray:
-    """Resample along axis 0. Output length ceil(n * dst / src), as librosa."""
-    if src == dst:
-        return x.astype(np.float32, copy=False)
-    from scipy.signal import resample_poly  # lazy: only reference audio needs scipy
+def resampled_length(n: int, src: int, dst: int) -> int:
+    """librosa's output length: int(ceil(n * (dst / src))), with the ratio taken first in floating
+    point, as librosa does (so 441000 frames at 44.1 kHz give 240001 samples at 24 kHz, not 240000)."""
+    return int(math.ceil(n * (float(dst) / src)))
 
-    ratio = Fraction(dst, src)
-    y = resample_poly(x, ratio.numerator, ratio.denominator, axis=0)
-    n_out = math.ceil(x.shape[0] * dst / src)
-    return np.ascontiguousarray(y[:n_out], dtype=np.float32)
+
+def resample(x: np.ndarray, src: int, dst: int) -> np.ndarray:
+    """Resample float32 audio along axis 0 ([n] or [n, ch]) with soxr at "soxr_hq" (librosa's default),
+    then zero-pad or cut to `resampled_length` (librosa's fix_length). Same rate: returned as is."""
+    x = np.asarray(x, dtype=np.float32)
+    if src == dst:
+        return x
+    if src <= 0 or dst <= 0:
+        raise ValueError(f"sample rates must be positive, got {src} -> {dst}")
+    import soxr  # lazy: only user audio needs it
+
+    n_out = resampled_length(x.shape[0], src, dst)
+    if x.ndim == 1:
+        y = soxr.resample(x, src, dst, quality="soxr_hq")
+    else:  # librosa resamples each channel on its own
+        y = np.stack([soxr.resample(np.ascontiguousarray(x[:, c]), src, dst, quality="soxr_hq")
+                      for c in range(x.shape[1])], axis=1)
+    if y.shape[0] >= n_out:
+        y = y[:n_out]
+    else:
+        y = np.concatenate([y, np.zeros((n_out - y.shape[0],) + y.shape[1:], dtype=y.dtype)])
+    return np.ascontiguousarray(y, dtype=np.float32)

@@ -6,7 +6,6 @@ named styles and the negative style. The network itself runs in the device worke
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 import tempfile
@@ -20,7 +19,7 @@ from .audio_files import probe, read_span, resample, to_mono
 
 STYLE_RATE = 24_000  # MuQ-MuLan's input rate
 WINDOW_S = 10.0  # upstream feeds the central 10 s
-MIN_STYLE_S = 2.0  # shorter references carry too little music to describe a style
+MIN_STYLE_S = 10.0  # upstream (DiffRhythm get_style_prompt) asserts a reference of at least 10 s
 DIM = 512
 MULAN_ID = "OpenMuQ/MuQ-MuLan-large"
 
@@ -39,19 +38,22 @@ class StyleWindow:
 
 
 def choose_window(source_s: float) -> tuple[float, float, list[str]]:
-    """Upstream (`get_style_prompt`): start = floor(duration / 2) - 5 s, length 10 s. Upstream asserts
-    duration >= 10 s; shorter clips (>= MIN_STYLE_S) are used whole, with a note."""
-    if source_s >= WINDOW_S:
-        return float(math.floor(source_s / 2) - WINDOW_S / 2), WINDOW_S, []
-    if source_s >= MIN_STYLE_S:
-        note = (f"style reference is only {source_s:.1f} s; MuQ-MuLan normally hears 10 s, so the whole clip "
-                "is used (topped up by repeating its start, as MuQ-MuLan does)")
-        return 0.0, source_s, [note]
-    raise StyleError(f"style reference is {source_s:.2f} s long; at least {MIN_STYLE_S:.0f} s of music is needed")
+    """Upstream (DiffRhythm `get_style_prompt`): refuse a reference under 10 s, else start at
+    `duration // 2 - 5` s (float floor division, as upstream) and read 10 s."""
+    if not source_s >= MIN_STYLE_S:
+        raise StyleError(
+            f"style reference is {source_s:.2f} s long; MuQ-MuLan's style path needs at least "
+            f"{MIN_STYLE_S:.0f} s of music (it hears the central 10 s, as upstream DiffRhythm does)"
+        )
+    return float(source_s // 2 - WINDOW_S / 2), WINDOW_S, []
 
 
 def style_window(path: str | Path) -> StyleWindow:
-    """The 24 kHz mono samples MuQ-MuLan embeds for a reference file (only that span is decoded)."""
+    """The 24 kHz mono samples MuQ-MuLan embeds for a reference file, read as upstream's style path reads
+    them (`librosa.load(path, sr=24000, offset=start, duration=10)`, see engine.audio_files): the
+    duration from the file's header, the window from `choose_window`, int(10 * rate) frames from frame
+    int(start * rate), the channel mean, soxr_hq to 24 kHz with librosa's length (240001 samples for a
+    44.1 kHz file, which MuQ-MuLan embeds as two clips and averages). Only that span is decoded."""
     info = probe(path)
     start, length, notes = choose_window(info.duration_s)
     data, rate = read_span(info.path, start, length)

@@ -13,7 +13,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 
 from tiny_mulan import write_tiny_mulan  # noqa: E402
 
-from engine.audio_files import AudioFileError, probe  # noqa: E402
+from engine.audio_files import AudioFileError, probe, resample, resampled_length  # noqa: E402
 from engine.style import (  # noqa: E402
     LocalStyleEncoder,
     StyleError,
@@ -53,13 +53,48 @@ def encoder(tmp_path_factory):
 
 
 def test_window_choice_matches_upstream():
-    assert choose_window(30.7) == (10.0, 10.0, [])  # floor(30.7 / 2) - 5 = 10
+    assert choose_window(30.7) == (10.0, 10.0, [])  # 30.7 // 2 - 5 = 10
     assert choose_window(10.0) == (0.0, 10.0, [])
+    assert choose_window(13.99) == (1.0, 10.0, [])
     assert choose_window(1200.0)[:2] == (595.0, 10.0)
-    start, length, notes = choose_window(3.0)
-    assert (start, length) == (0.0, 3.0) and "only 3.0 s" in notes[0]
-    with pytest.raises(StyleError, match="at least 2 s"):
-        choose_window(1.5)
+    for short in (9.999, 3.0, 0.0, float("nan")):  # upstream asserts >= 10 s
+        with pytest.raises(StyleError, match="at least 10 s"):
+            choose_window(short)
+
+
+def test_resampled_length_is_librosas():
+    # int(ceil(n * (dst / src))): the ratio in floating point first, as librosa, so 10 s at 44.1 kHz
+    # gives one sample more than the exact 240000 (and MuQ-MuLan then embeds two clips)
+    assert resampled_length(441_000, 44_100, 24_000) == 240_001
+    assert resampled_length(220_500, 22_050, 24_000) == 240_001
+    assert resampled_length(480_000, 48_000, 24_000) == 240_000
+    assert resampled_length(80_000, 8_000, 24_000) == 240_000
+    for rate in (8_000, 16_000, 22_050, 32_000, 44_100, 48_000, 96_000):
+        x = tone(1.0, rate, channels=1)[:, 0]
+        y = resample(x, rate, 24_000)
+        assert y.dtype == np.float32 and y.shape == (resampled_length(rate, rate, 24_000),)
+    x = tone(2.0, 44_100)
+    y = resample(x, 44_100, 24_000)  # [n, ch]: each channel on its own, as librosa
+    assert y.shape == (48_001, 2) and np.array_equal(y[:, 1], resample(x[:, 1], 44_100, 24_000))
+    assert resample(x, 24_000, 24_000) is not None and np.array_equal(resample(x, 24_000, 24_000), x)
+
+
+def test_window_is_read_as_librosa_reads_it(tmp_path):
+    """int(offset * rate) / int(10 * rate) frames, channel mean, soxr_hq to 24 kHz (no librosa here:
+    the same steps spelled out with soundfile + soxr)."""
+    import soxr
+
+    rate = 44_100
+    rng = np.random.default_rng(5)
+    x = (0.2 * rng.standard_normal((int(23.5 * rate), 3))).astype(np.float32)
+    sf.write(tmp_path / "three.wav", x, rate, subtype="FLOAT")
+    w = style_window(tmp_path / "three.wav")
+    assert (w.start_s, w.duration_s, w.source_s) == (6.0, 10.0, 23.5)  # 23.5 // 2 - 5
+    span = x[6 * rate : 16 * rate]
+    mono = np.mean(span.T, axis=0)
+    y = soxr.resample(mono, rate, 24_000, quality="soxr_hq")
+    want = np.pad(y, (0, max(0, 240_001 - len(y))))[:240_001]  # librosa's fix_length: zero-pad or cut
+    assert w.samples.shape == (240_001,) and np.array_equal(w.samples, want)
 
 
 def test_text_style_end_to_end_and_cache(encoder, tmp_path):
@@ -87,7 +122,7 @@ def test_audio_style_end_to_end_window_and_cache(encoder, tmp_path):
     enc = Counting(encoder)
     svc = StyleService(enc, tmp_path / "cache")
     r = svc.from_audio(tmp_path / "song.wav")
-    assert r.window.start_s == 10.0 and r.window.samples.shape == (240_000,) and r.notes == []
+    assert r.window.start_s == 10.0 and r.window.samples.shape == (240_001,) and r.notes == []
     assert 0.5 < np.abs(r.window.samples).max() < 0.7  # from the loud (central) part only
     assert abs(np.linalg.norm(r.vector) - 1) < 1e-5
     assert svc.from_audio(tmp_path / "song.wav").cached and enc.calls == 1
@@ -106,12 +141,14 @@ def test_every_format_gives_the_24k_window(tmp_path, fmt, ext):
     assert w.samples.dtype == np.float32 and np.abs(w.samples).max() > 0.1
 
 
-def test_mono_8k_3s_is_used_whole_with_a_note(encoder, tmp_path):
+def test_short_references_are_refused_and_mono_8k_10s_is_used(encoder, tmp_path):
     sf.write(tmp_path / "short.wav", tone(3.0, 8_000, channels=1), 8_000)
-    r = StyleService(encoder, tmp_path / "c").from_audio(tmp_path / "short.wav")
-    assert r.window.samples.shape == (72_000,) and r.window.duration_s == 3.0
-    assert r.notes and "only 3.0 s" in r.notes[0]
-    assert r.vector.shape == (512,) and np.isfinite(r.vector).all()
+    with pytest.raises(StyleError, match=r"3\.00 s long; .*at least 10 s"):
+        StyleService(encoder, tmp_path / "c").from_audio(tmp_path / "short.wav")
+    sf.write(tmp_path / "ten.wav", tone(10.0, 8_000, channels=1), 8_000)
+    r = StyleService(encoder, tmp_path / "c").from_audio(tmp_path / "ten.wav")
+    assert r.window.samples.shape == (240_000,) and (r.window.start_s, r.window.duration_s) == (0.0, 10.0)
+    assert r.notes == [] and r.vector.shape == (512,) and np.isfinite(r.vector).all()
 
 
 def test_twenty_minute_file_reads_only_the_central_window(tmp_path):
@@ -146,7 +183,7 @@ def test_corrupt_and_misnamed_files(tmp_path):
         style_window(tmp_path / "absent.flac")
     sf.write(tmp_path / "real.flac", tone(11.0, 22_050), 22_050)  # FLAC content named .mp3: read by content
     shutil.copy(tmp_path / "real.flac", tmp_path / "misnamed.mp3")
-    assert style_window(tmp_path / "misnamed.mp3").samples.shape == (240_000,)
+    assert style_window(tmp_path / "misnamed.mp3").samples.shape == (240_001,)  # librosa's length rule
     sf.write(tmp_path / "tiny.wav", tone(1.0, 8_000), 8_000)
     with pytest.raises(StyleError, match="1.00 s long"):
         style_window(tmp_path / "tiny.wav")
@@ -211,7 +248,7 @@ def test_host_modules_do_not_import_torch():
     import sys
 
     code = ("import sys, engine.style, engine.reference, engine.audio_files, engine.modelfiles.fetch, "
-            "studio.cli_models; print(sorted(m for m in ('torch', 'gradio', 'scipy') if m in sys.modules))")
+            "studio.cli_models; print(sorted(m for m in ('torch', 'gradio', 'scipy', 'soxr') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -43,8 +43,10 @@ def ln(p: str, c: int) -> dict:
     return {f"{p}.weight": (c,), f"{p}.bias": (c,)}
 
 
-def muq_keys(p: str, d: int = 1024, depth: int = 12, conv: int = 512, ff: int = 4096, k: int = 31) -> dict:
-    """Read off muq's MuQModel / Conv2dSubsampling / Res2dModule and transformers' conformer."""
+def muq_keys(p: str, d: int = 1024, depth: int = 12, conv: int = 512, ff: int = 4096, k: int = 31,
+             heads: int = 16) -> dict:
+    """Read off muq's MuQModel / Conv2dSubsampling / Res2dModule and transformers' conformer (whose
+    rotary `embed_positions.inv_freq` is a persistent buffer: head size / 2 values)."""
     out: dict = {}
     for b, cin in ((0, 1), (1, conv)):
         q = f"{p}conv.conv.{b}"
@@ -56,6 +58,7 @@ def muq_keys(p: str, d: int = 1024, depth: int = 12, conv: int = 512, ff: int = 
     c = f"{p}conformer"
     out |= {f"{c}.pos_conv_embed.conv.bias": (d,), f"{c}.pos_conv_embed.conv.weight_g": (1, 1, 128),
             f"{c}.pos_conv_embed.conv.weight_v": (d, d // 16, 128)} | ln(f"{c}.layer_norm", d)
+    out |= {f"{c}.embed_positions.inv_freq": (d // heads // 2,)}
     for i in range(depth):
         L = f"{c}.layers.{i}"
         for n in ("ffn1_layer_norm", "self_attn_layer_norm", "ffn2_layer_norm", "final_layer_norm",
@@ -164,6 +167,40 @@ def test_loader_is_strict(tiny, tmp_path):
     torch.save(sd, bad / "pytorch_model.bin")
     with pytest.raises(ValueError, match=r"1 missing .*text_to_latents.*1 unexpected .*surprise"):
         load_style_model(bad, muq_config=paths["muq_config"], text_dir=paths["text"])
+
+
+def test_rotary_table_is_checked_not_ignored(tiny, tmp_path):
+    """transformers saves the conformer's rotary inv_freq; the loader takes it only when it is the table
+    the MuQ config implies (1/base^(2i/head_size)), derives it when absent, and stays strict otherwise."""
+    import shutil
+
+    paths, model = tiny
+    key = "mulan.audio.model.model.conformer.embed_positions.inv_freq"
+    sd = torch.load(paths["mulan"] / "pytorch_model.bin", weights_only=True)
+    hs = 32 // 4  # tiny conformer: 32-d, 4 heads
+    assert torch.equal(sd[key], 1.0 / (10000 ** (torch.arange(0, hs, 2).float() / hs)))
+    bad = tmp_path / "bad"
+    shutil.copytree(paths["mulan"], bad)
+    x = torch.randn(1, 24_000, generator=torch.Generator().manual_seed(2)) * 0.1
+
+    def load(state):
+        torch.save(state, bad / "pytorch_model.bin")
+        return load_style_model(bad, muq_config=paths["muq_config"], text_dir=paths["text"])
+
+    without = {k: v for k, v in sd.items() if k != key}
+    assert torch.equal(load(without).embed_audio(x), model.embed_audio(x))
+    wrong = dict(sd)
+    wrong[key] = sd[key].clone()
+    wrong[key][1] *= 1.001
+    with pytest.raises(ValueError, match=r"inv_freq must hold the conformer's rotary table 1/10000\^\(2i/8\).*value 1"):
+        load(wrong)
+    wrong[key] = torch.ones(hs)
+    with pytest.raises(ValueError, match="rotary table.*shape"):
+        load(wrong)
+    extra = dict(sd)
+    extra["mulan.audio.model.model.conformer.embed_positions.inv_freq_2"] = sd[key]
+    with pytest.raises(ValueError, match=r"0 missing .*1 unexpected .*inv_freq_2"):
+        load(extra)
 
 
 def test_unsupported_position_embedding_is_refused(tiny, tmp_path):

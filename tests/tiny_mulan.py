@@ -30,6 +30,7 @@ def write_tiny_mulan(root: Path, seed: int = 0) -> dict[str, Path]:
     write_tiny_text_model(text_dir, max_positions=40)  # the studio test model's sizes
     torch.manual_seed(seed)
     model = build_mulan(MuLanConfig.from_json(MULAN), MuQConfig.from_json(MUQ), text_dir)
+    # (the state dict includes the conformer's rotary `embed_positions.inv_freq`, as transformers saves it)
     sd = {"mulan." + k: v.clone() for k, v in model.state_dict().items()}
     for k, v in list(sd.items()):  # random batch-norm statistics, so eval mode is exercised
         if k.endswith("running_var"):

@@ -19,7 +19,9 @@ from .mulan import MuLan, MuLanConfig
 from .muq import MuQConfig
 
 # Checkpoint keys that the feature path never reads, each with the reason. Anything else that does
-# not map onto the model is an error, and so is any model key the checkpoint lacks.
+# not map onto the model is an error, and so is any model key the checkpoint lacks, except the conformer's
+# rotary `embed_positions.inv_freq`: a buffer that the MuQ config determines, checked against that value
+# when the file has it (transformers saves it) and derived from the config when it does not.
 IGNORED_KEYS: dict[str, str] = {
     r"^mulan\.contrast\.": "contrastive-loss temperatures (training only)",
     r"^mulan\.audio\.aggregator\.": "layer aggregator used only for MERT audio models, not MuQ",
@@ -78,10 +80,47 @@ def build_mulan(cfg: MuLanConfig, muq_cfg: MuQConfig, text_dir: Path) -> MuLan:
     return MuLan(cfg, muq_cfg, build_text_model(text_dir))
 
 
+def rotary_tables(module: nn.Module, sd: dict[str, torch.Tensor], prefix: str = "mulan.") -> dict[str, torch.Tensor]:
+    """The conformer's rotary `embed_positions.inv_freq` for every RotaryEmbedding in `module`: the file's
+    value (transformers saves it as a persistent buffer, and upstream computes with the stored value)
+    once it is checked to be the table the MuQ config implies, else (a file without it) that table.
+    A stored table with another shape, dtype kind or value is refused with a ValueError."""
+    from .muq import RotaryEmbedding
+
+    out: dict[str, torch.Tensor] = {}
+    for name, sub in module.named_modules():
+        if not isinstance(sub, RotaryEmbedding):
+            continue
+        key = f"{prefix}{name}.inv_freq"
+        want = sub.expected()
+        if key not in sd:
+            out[key] = want
+            continue
+        got = sd[key]
+        what = (f"MuQ-MuLan checkpoint key {key} must hold the conformer's rotary table "
+                f"1/{sub.base:g}^(2i/{sub.head_size}) (head size {sub.head_size} = encoder_dim / heads from the "
+                f"MuQ config, {want.numel()} values)")
+        if tuple(got.shape) != tuple(want.shape) or not got.is_floating_point():
+            raise ValueError(f"{what}, but holds a {got.dtype} tensor of shape {tuple(got.shape)}; "
+                             "the file or its MuQ config is wrong")
+        g, w = got.detach().to("cpu", torch.float64), want.to(torch.float64)
+        rtol = max(1e-6, 4 * torch.finfo(got.dtype).eps)  # a few ulps: another torch / device may round
+        err = ((g - w).abs() / w.abs())
+        if not bool(torch.isfinite(g).all()) or bool((err > rtol).any()):
+            err = torch.where(torch.isfinite(err), err, torch.full_like(err, float("inf")))
+            i = int(err.argmax())
+            raise ValueError(f"{what}, but value {i} is {float(g[i]):.8g} where {float(w[i]):.8g} is expected "
+                             f"(relative error {float(err[i]):.2e} > {rtol:.0e}); the file or its MuQ config is wrong")
+        out[key] = got.to(want.dtype)
+    return out
+
+
 def load_weights(module: nn.Module, sd: dict[str, torch.Tensor], prefix: str = "mulan.") -> None:
-    """Strict load of `sd` into `module` (keys under `prefix`), skipping only IGNORED_KEYS."""
+    """Strict load of `sd` into `module` (keys under `prefix`), skipping only IGNORED_KEYS; the rotary
+    tables are checked against the config, or derived from it where the file has none (`rotary_tables`)."""
     expected = {prefix + k: v for k, v in module.state_dict().items()}
     wanted = {k: v for k, v in sd.items() if not is_ignored(k)}
+    wanted.update(rotary_tables(module, sd, prefix))
     missing = sorted(set(expected) - set(wanted))
     unexpected = sorted(set(wanted) - set(expected))
     if missing or unexpected:
@@ -100,17 +139,11 @@ def load_weights(module: nn.Module, sd: dict[str, torch.Tensor], prefix: str = "
 def materialise_buffers(module: nn.Module) -> None:
     """Recreate the non-persistent buffers that building on `meta` left without values."""
     from .mel import MelFrontEnd, mel_filterbank
-    from .muq import ConformerEncoder
 
     for sub in module.modules():
         if isinstance(sub, MelFrontEnd):
             sub.window = torch.hann_window(sub.window.shape[0], periodic=True)
             sub.fb = mel_filterbank()
-        elif isinstance(sub, ConformerEncoder):
-            n = sub.inv_freq.shape[0]
-            hs = 2 * n
-            base = sub.rotary_base
-            sub.inv_freq = 1.0 / (base ** (torch.arange(0, hs, 2).float() / hs))
     for name, buf in list(module.named_buffers()):
         if buf.is_meta:
             owner = module.get_submodule(name.rpartition(".")[0])

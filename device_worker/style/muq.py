@@ -197,6 +197,34 @@ class ConformerLayer(nn.Module):
         return self.final_layer_norm(x)
 
 
+def rotary_inv_freq(head_size: int, base: float) -> torch.Tensor:
+    """The rotary table transformers' `Wav2Vec2ConformerRotaryPositionalEmbedding` builds:
+    1 / base^(2i / head_size) for i < head_size / 2, float32, head_size = hidden_size // heads."""
+    return 1.0 / (base ** (torch.arange(0, head_size, 2, dtype=torch.int64).float() / head_size))
+
+
+class RotaryEmbedding(nn.Module):
+    """transformers' `embed_positions` (rotary): holds `inv_freq` as a persistent buffer, as transformers
+    does, so the released `...conformer.embed_positions.inv_freq` maps onto it. `load.py` checks the
+    file's value against `expected()` (and derives it when a file lacks it)."""
+
+    def __init__(self, cfg: MuQConfig) -> None:
+        super().__init__()
+        self.head_size = cfg.encoder_dim // cfg.heads
+        self.base = cfg.rotary_embedding_base
+        self.register_buffer("inv_freq", rotary_inv_freq(self.head_size, self.base))
+
+    def expected(self) -> torch.Tensor:
+        return rotary_inv_freq(self.head_size, self.base)
+
+    def cos_sin(self, length: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """(T, 1, head_size) each, computed in inv_freq's dtype and cast to `dtype` (as transformers)."""
+        t = torch.arange(length, device=device).to(self.inv_freq.dtype)
+        freqs = t[:, None] * self.inv_freq  # einsum("i,j->ij")
+        emb = torch.cat((freqs, freqs), dim=-1)[:, None, :]
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
 class ConformerEncoder(nn.Module):
     def __init__(self, cfg: MuQConfig) -> None:
         super().__init__()
@@ -207,10 +235,7 @@ class ConformerEncoder(nn.Module):
                 f"MuQ conformer position_embeddings_type={cfg.position_embeddings_type!r} is not supported "
                 "by this port (only 'rotary')"
             )
-        hs = cfg.encoder_dim // cfg.heads
-        inv_freq = 1.0 / (cfg.rotary_embedding_base ** (torch.arange(0, hs, 2).float() / hs))
-        self.rotary_base = cfg.rotary_embedding_base
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.embed_positions = RotaryEmbedding(cfg)
         self.layer_norm = nn.LayerNorm(cfg.encoder_dim, eps=cfg.layer_norm_eps)
         self.layers = nn.ModuleList(ConformerLayer(cfg) for _ in range(cfg.encoder_depth))
 
@@ -222,9 +247,7 @@ class ConformerEncoder(nn.Module):
             index += depth + 1
         if not 0 <= index <= depth:
             raise ValueError(f"hidden state {index} does not exist (conformer has {depth} layers)")
-        freqs = torch.arange(x.shape[1], device=x.device, dtype=torch.float32)[:, None] * self.inv_freq
-        emb = torch.cat((freqs, freqs), dim=-1)[:, None, :]  # (T, 1, head_size)
-        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        cos, sin = self.embed_positions.cos_sin(x.shape[1], x.device, x.dtype)  # (T, 1, head_size)
         for layer in self.layers[:index]:
             x = layer(x, cos, sin)
         return self.layer_norm(x) if index == depth else x
