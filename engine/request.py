@@ -90,7 +90,7 @@ class Style:
         for key in ("audio", "embedding"):
             path = getattr(self, key)
             if path is not None and not Path(path).is_file():
-                out.append(Problem(f"style.{key}", f"file not found: {path}"))
+                out.append(Problem(f"style.{key}", f"file not found: {Path(path).name}"))  # no server paths
         if self.embedding is not None and not str(self.embedding).endswith(".npy"):
             out.append(Problem("style.embedding", "a saved style is a .npy file holding a 512-d vector"))
         return out
@@ -117,12 +117,15 @@ class Reference:
     def problems(self, duration_s: float) -> list[Problem]:
         out: list[Problem] = []
         if not Path(self.song).is_file():
-            out.append(Problem("edit.song", f"file not found: {self.song}"))
+            out.append(Problem("edit.song", f"file not found: {Path(self.song).name}"))
         if not self.segments and self.mode == "edit":
             out.append(Problem("edit.segments", "give at least one [start, end] range to regenerate"))
         for i, (start, end) in enumerate(self.segments):
             name = f"edit.segments[{i}]"
-            if (start < 0 and start != -1) or (end < 0 and end != -1):
+            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and x == x and abs(x) != float("inf")
+                       for x in (start, end)):
+                out.append(Problem(name, f"times must be finite numbers of seconds: {[start, end]}"))
+            elif (start < 0 and start != -1) or (end < 0 and end != -1):
                 out.append(Problem(name, f"times are seconds >= 0, or -1 for the song start/end: {[start, end]}"))
             elif start != -1 and end != -1 and end <= start:
                 out.append(Problem(name, f"end {end} s is not after start {start} s"))

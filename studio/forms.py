@@ -81,17 +81,23 @@ class ComposeForm:
             if self.edit_mode == "edit":
                 edit = Reference.edit(song, parse_ranges(self.edit_ranges))
             else:
-                edit = Reference.continuation(song, float(self.continue_from))
+                edit = Reference.continuation(song, _number("continue_from", self.continue_from))
+        formats = self.formats if isinstance(self.formats, (list, tuple)) else [self.formats]
+        if not all(isinstance(f, str) for f in formats):
+            raise FormError("formats must be a list of names such as [\"wav\", \"flac\"].")
+        for name in ("lyrics", "title", "style_text"):
+            if not isinstance(getattr(self, name), str):
+                raise FormError(f"{name} must be text.")
         return SongRequest(
             lyrics="" if self.instrumental else self.lyrics,
             style=style,
-            duration=float(self.duration),
-            steps=int(self.steps),
-            cfg=float(self.cfg),
-            seed=None if self.random_seed else int(self.seed),
-            variations=int(self.variations),
+            duration=_number("duration", self.duration),  # out of range: the engine's validation names it
+            steps=_number("steps", self.steps, whole=True),
+            cfg=_number("cfg", self.cfg),
+            seed=None if self.random_seed else _number("seed", self.seed, whole=True),
+            variations=_number("variations", self.variations, whole=True),
             edit=edit,
-            formats=tuple(self.formats or ("wav",)),
+            formats=tuple(formats or ("wav",)),
             title=self.title,
         )
 
@@ -110,6 +116,24 @@ class ComposeForm:
         if not self.style_text.strip():
             raise FormError("Describe the style (e.g. 'dreamy synthwave, female vocals') or pick an example.")
         return style_cls(text=self.style_text.strip())
+
+
+def _number(name: str, value: Any, *, whole: bool = False) -> Any:
+    """A form number as given (never clamped: the range check refuses and names the range)."""
+    import math
+
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise FormError(f"{name} must be a number, got {value!r}.") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise FormError(f"{name} must be a finite number, got {value!r}.")
+    if whole:
+        if value != int(value):
+            raise FormError(f"{name} must be a whole number, got {value!r}.")
+        return int(value)
+    return float(value)
 
 
 _TIME = r"(?:\d+:\d{1,2}(?:\.\d+)?|\d+(?:\.\d+)?|start|end)"

@@ -80,12 +80,12 @@ class Handlers(TakeHandlers):
             s.saved: None if source != "saved" else gr.skip(),
         }
 
-    def style_audio(self, tmp_path: str | None) -> dict:
+    def style_audio(self, tmp_path: str | None, *, from_client: bool = True) -> dict:
         s = self.page.style
         if not tmp_path:
             return {s.audio_path: "", s.window_note: ""}
         try:
-            kept, info = self.svc.keep_upload(tmp_path)
+            kept, info = self.svc.keep_upload(tmp_path, from_client=from_client)
         except UploadRefused as exc:
             return {s.audio: None, s.audio_path: "", s.window_note: f"⚠ {exc}"}
         return {s.audio_path: str(kept), s.window_note: self.svc.style_window_note(kept, info["seconds"])}

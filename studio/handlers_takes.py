@@ -281,7 +281,7 @@ class TakeHandlers:
         if take is None or not take.files.get("wav"):
             return {self.page.takes.note: "Pick a finished take first."}
         out = self.style_source("audio")
-        out.update(self.style_audio(take.files["wav"]))
+        out.update(self.style_audio(take.files["wav"], from_client=False))  # a take of the owner's: trusted
         out[s.source] = "audio"
         out[s.audio] = take.files["wav"]
         out[self.page.takes.note] = f"**{take.label}** is now the style reference."

@@ -99,32 +99,48 @@ class Services:
         self.store.close()
 
     # ---------------------------------------------------------------- uploads
-    def keep_upload(self, tmp_path: str | Path) -> tuple[Path, dict[str, Any]]:
+    def keep_upload(self, tmp_path: str | Path, *, from_client: bool = True) -> tuple[Path, dict[str, Any]]:
         """Check an uploaded (or recorded) audio file against the limits and keep a copy in the data dir.
 
-        Returns (kept path, info: seconds, rate, channels). Content-addressed, so the same song uploaded
-        twice is kept once and a take's record keeps pointing at a file that does not move.
+        `from_client`: the path came in a request, so it must be a file Gradio itself received (its
+        upload folder), never any other file the server can read. Returns (kept path, info: seconds,
+        rate, channels). Content-addressed, so the same song uploaded twice is kept once and a take's
+        record keeps pointing at a file that does not move. Messages name the file, never a server path.
         """
         import soundfile as sf
 
         src = Path(tmp_path)
+        name = src.name
+        if from_client and not _inside(src, Path(_upload_folder())):
+            raise UploadRefused("Only files uploaded to the studio are accepted, not paths on the server: "
+                                "upload the recording itself.")
+        if not src.is_file():
+            raise UploadRefused(f"{name} did not arrive (no file received); upload it again.")
         size = src.stat().st_size
         limit = self.config.max_upload_mb * 1024 * 1024
+        if size == 0:
+            raise UploadRefused(f"{name} is empty (0 bytes): nothing was recorded or the upload was cut off.")
         if size > limit:
-            raise UploadRefused(f"{src.name} is {size / 2**20:.1f} MB; uploads are limited to "
+            raise UploadRefused(f"{name} is {size / 2**20:.1f} MB; uploads are limited to "
                                 f"{self.config.max_upload_mb} MB (trim or compress it, e.g. to FLAC or MP3).")
         try:
             info = sf.info(str(src))
-        except Exception as exc:
-            raise UploadRefused(f"{src.name} is not an audio file this studio can read "
-                                f"(WAV, FLAC, OGG, MP3): {exc}") from None
+        except Exception:  # noqa: BLE001 - libsndfile's text names the server path: not for the musician
+            raise UploadRefused(f"{name} is not an audio file this studio can read (WAV, FLAC, OGG, MP3) — "
+                                "the format was not recognised.") from None
         seconds = info.frames / info.samplerate if info.samplerate else 0.0
         if seconds > self.config.max_upload_s:
-            raise UploadRefused(f"{src.name} is {_length(seconds)} long; the limit is "
+            raise UploadRefused(f"{name} is {_length(seconds)} long; the limit is "
                                 f"{_length(self.config.max_upload_s)} (a reference needs 10 s, an edit "
                                 "at most the song's length).")
         if seconds <= 0:
-            raise UploadRefused(f"{src.name} holds no audio.")
+            raise UploadRefused(f"{name} holds no audio (0 samples).")
+        readable = _decodable_frames(src)
+        promised = max(info.frames, _wav_promised_frames(src) or 0)
+        if readable < promised * 0.99:
+            seconds = promised / info.samplerate
+            raise UploadRefused(f"{name} is truncated: its header promises {_length(seconds)}, but only "
+                                f"{_length(readable / info.samplerate)} could be read; export it again.")
         digest = _sha256(src)[:20]
         suffix = src.suffix.lower() if src.suffix.lower() in AUDIO_SUFFIXES else ".wav"
         kept = self.config.uploads_dir / f"{digest}{suffix}"
@@ -132,7 +148,7 @@ class Services:
             tmp = kept.with_suffix(kept.suffix + ".part")
             shutil.copyfile(src, tmp)
             tmp.replace(kept)
-        return kept, {"seconds": seconds, "rate": info.samplerate, "channels": info.channels, "name": src.name}
+        return kept, {"seconds": seconds, "rate": info.samplerate, "channels": info.channels, "name": name}
 
     def style_window_note(self, path: Path, seconds: float) -> str:
         """Which part of a reference MuQ-MuLan hears (upstream: the central 10 s)."""
@@ -187,6 +203,66 @@ class Services:
     def checked_path(self, path: str | Path) -> Path:
         """A path a client named (API or form); refused unless inside the data directory."""
         return self.config.inside_data(path)
+
+
+def _upload_folder() -> str:
+    """Where Gradio puts what clients upload (gradio.utils.get_upload_folder, without importing gradio)."""
+    import tempfile
+
+    return os.environ.get("GRADIO_TEMP_DIR") or str((Path(tempfile.gettempdir()) / "gradio").resolve())
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        p, r = path.resolve(), root.resolve()
+    except OSError:
+        return False
+    return r in p.parents
+
+
+def _wav_promised_frames(path: Path) -> int | None:
+    """The frame count a RIFF/WAVE header's data chunk declares (libsndfile quietly trusts the file size
+    instead, so a cut-off WAV otherwise passes as a shorter recording)."""
+    import struct
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+            if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+                return None
+            align = None
+            while True:
+                chunk = f.read(8)
+                if len(chunk) < 8:
+                    return None
+                cid, size = chunk[:4], struct.unpack("<I", chunk[4:])[0]
+                if cid == b"fmt ":
+                    fmt = f.read(size)
+                    align = struct.unpack("<H", fmt[12:14])[0] if len(fmt) >= 14 else None
+                    f.seek(size & 1, 1)
+                elif cid == b"data":
+                    return size // align if align and size not in (0, 0xFFFFFFFF) else None
+                else:
+                    f.seek(size + (size & 1), 1)
+    except OSError:
+        return None
+
+
+def _decodable_frames(path: Path) -> int:
+    """Frames that actually decode (a truncated file's header promises more than it holds)."""
+    import soundfile as sf
+
+    n = 0
+    try:
+        with sf.SoundFile(str(path)) as f:
+            while True:
+                block = f.read(1 << 16, dtype="int16", always_2d=True)
+                if not len(block):
+                    break
+                n += len(block)
+    except Exception:  # noqa: BLE001 - a decode error part-way: what was read so far counts
+        pass
+    return n
 
 
 def _sha256(path: Path) -> str:

@@ -187,6 +187,35 @@ def test_uploads_over_the_limits_are_refused_with_a_reason(studio, tmp_path: Pat
     not_audio.write_text("these are not samples")
     with pytest.raises(Exception, match="not an audio file"):
         c.predict(handle_file(str(not_audio)), api_name="/upload_reference")
+    empty = tmp_path / "empty.wav"
+    empty.write_bytes(b"")
+    truncated = tmp_path / "cut.wav"
+    sf.write(truncated, np.zeros((22050 * 12, 1), dtype=np.float32), 22050, subtype="PCM_16")
+    truncated.write_bytes(truncated.read_bytes()[: 44 + 22050 * 2 * 3])  # header says 12 s, 3 s remain
+    for path, words in ((empty, "empty"), (truncated, "truncated"), (not_audio, "format was not recognised")):
+        with pytest.raises(Exception) as err:
+            c.predict(handle_file(str(path)), api_name="/upload_reference")
+        assert words in str(err.value) and "/" not in str(err.value).replace(path.name, ""), str(err.value)
+    # A path on the server dressed up as an upload is refused, not copied into the served uploads.
+    secret = svc.config.data_dir / "takes" / "someone-else" / "private.wav"  # a served folder: gradio lets it by
+    secret.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(secret, np.zeros((22050 * 12, 1), dtype=np.float32), 22050)
+    before = set(svc.config.uploads_dir.iterdir())
+    # (Raw HTTP: gradio_client would upload a local path itself, which is what a real client does.)
+    auth = {"Authorization": f"Bearer {svc.identity.cli_token()}"}
+    call = httpx.post(f"{url}gradio_api/call/upload_reference", headers=auth, timeout=30,
+                      json={"data": [{"path": str(secret), "meta": {"_type": "gradio.FileData"}}]})
+    stream = httpx.get(f"{url}gradio_api/call/upload_reference/{call.json()['event_id']}", headers=auth,
+                       timeout=30).text
+    assert "event: error" in stream and "not uploaded by a user" in stream or "not paths on the server" in stream
+    assert set(svc.config.uploads_dir.iterdir()) == before
+    from studio.services import UploadRefused  # the studio's own check, behind Gradio's
+
+    with pytest.raises(UploadRefused, match="not paths on the server"):
+        svc.keep_upload(secret)
+    assert set(svc.config.uploads_dir.iterdir()) == before
+    with pytest.raises(Exception, match="access token"):  # and no token: no upload at all
+        Client(url, verbose=False).predict(handle_file(str(not_audio)), api_name="/upload_reference")
     ok = tmp_path / "ref.wav"
     sf.write(ok, np.random.default_rng(1).uniform(-0.5, 0.5, (22050 * 12, 1)).astype(np.float32), 22050)
     kept = c.predict(handle_file(str(ok)), api_name="/upload_reference")
@@ -263,3 +292,36 @@ def test_queue_position_is_reported_while_waiting(studio) -> None:
     finally:
         c.predict(busy["takes"][0], api_name="/cancel")
     assert run_take(c, waiting["takes"][0])[1]["status"] == "done"  # it runs once the card is free
+
+
+def test_hostile_forms_get_clear_refusals_and_nothing_is_clamped(studio) -> None:
+    url, svc, c = studio
+    before = len(svc.store.list_sessions())
+    cases = [
+        ({"duration": 9999}, "96-285"),  # refused with the range, never silently made 285
+        ({"duration": "NaN"}, "finite number"),
+        ({"steps": "many"}, "must be a number"),
+        ({"steps": 2.5}, "whole number"),
+        ({"cfg": "inf"}, "finite number"),
+        ({"variations": [1, 2]}, "finite number"),
+        ({"formats": [{"x": 1}]}, "formats"),
+        ({"lyrics": ["a"]}, "lyrics must be text"),
+        ({"style_text": ""}, "Describe the style"),
+    ]
+    for bad, words in cases:
+        with pytest.raises(Exception) as err:
+            c.predict(form(**bad), "", api_name="/submit")
+        msg = str(err.value)
+        assert words in msg and "Traceback" not in msg and str(svc.config.data_dir) not in msg, (bad, msg)
+    with pytest.raises(Exception, match="JSON object"):
+        c.predict("not a form", "", api_name="/submit")
+    with pytest.raises(Exception, match="access token"):
+        Client(url, verbose=False).predict(form(), "", api_name="/submit")
+    with pytest.raises(Exception, match="access token"):
+        Client(url, verbose=False, headers={"Authorization": "Bearer forged.0123456789abcdef0123456789abcdef"}
+               ).predict("", api_name="/sessions")
+    assert len(svc.store.list_sessions()) == before  # refused requests leave no empty sessions behind
+    with pytest.raises(Exception, match="limit is 200,000"):
+        c.predict("x" * 200_001, 95, api_name="/lyrics_report")
+    with pytest.raises(Exception, match="96-285"):
+        c.predict("[00:01.00]hi", 9999, api_name="/lyrics_report")
