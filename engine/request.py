@@ -93,7 +93,25 @@ class Style:
                 out.append(Problem(f"style.{key}", f"file not found: {Path(path).name}"))  # no server paths
         if self.embedding is not None and not str(self.embedding).endswith(".npy"):
             out.append(Problem("style.embedding", "a saved style is a .npy file holding a 512-d vector"))
+        if self.audio is not None and Path(self.audio).is_file():
+            out += _reference_problems(self.audio)
         return out
+
+
+def _reference_problems(path: str) -> list[Problem]:
+    """A style recording MuQ-MuLan cannot hear is refused before queueing (too short, unreadable)."""
+    import soundfile as sf
+
+    from engine.style import StyleError, choose_window
+
+    try:
+        info = sf.info(str(path))
+        choose_window(info.frames / info.samplerate if info.samplerate else 0.0)
+    except StyleError as exc:
+        return [Problem("style.audio", str(exc))]
+    except Exception:  # noqa: BLE001 - libsndfile's message names the server path
+        return [Problem("style.audio", f"{Path(path).name} is not an audio file this studio can read")]
+    return []
 
 
 @dataclass(frozen=True)
