@@ -128,15 +128,16 @@ def test_restart_recovery_marks_dead_process_takes_interrupted(tmp_path: Path) -
     code = (
         "import sys; from studio.store import Store; st = Store(sys.argv[1]);"
         "a = st.add_take(sys.argv[2], {'n': 1}, status='running'); st.update_take(a.id, phase='step 3/32');"
-        "st.add_take(sys.argv[2], {'n': 2})"
+        "st.add_take(sys.argv[2], {'n': 2}); st.add_take(sys.argv[2], {'n': 3, 'render_id': 'album'})"
     )
     subprocess.run([sys.executable, "-c", code, str(data), s.id], check=True, cwd=ROOT)
     restarted = Store(data)
     recovered = restarted.recover_interrupted()
-    assert sorted(t.request["n"] for t in recovered) == [1, 2]
+    assert sorted(t.request["n"] for t in recovered) == [1, 2, 3]
     by_n = {t.request["n"]: t for t in restarted.list_takes(s.id)}
     assert by_n[1].status == INTERRUPTED and "step 3/32" in by_n[1].phase
-    assert by_n[2].status == INTERRUPTED
+    assert by_n[2].status == INTERRUPTED and by_n[2].phase.endswith("the studio stopped")
+    assert by_n[3].phase.endswith("studio render stopped")  # says which program stopped
     assert by_n[0].status == RUNNING and by_n[0].id == mine.id
     assert restarted.recover_interrupted() == []  # idempotent
 

@@ -244,7 +244,8 @@ class Store:
             dead = [r for r in rows if not process_alive(r.runner)]
             for row in dead:
                 row.status = INTERRUPTED
-                row.phase = f"interrupted while {row.phase or row.status}: the studio stopped"
+                who = "studio render" if (row.request or {}).get("render_id") else "the studio"
+                row.phase = f"interrupted while {row.phase or row.status}: {who} stopped"
                 row.updated_at = utcnow()
         if dead:
             log.info("[store] recovered interrupted=%d", len(dead))
