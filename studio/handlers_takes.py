@@ -17,6 +17,8 @@ from studio import present
 from studio.forms import ComposeForm
 from studio.store import DONE, INTERRUPTED, SessionInfo, StoreError, TakeInfo
 
+NO_SESSION = "new"  # the browser's session value for a blank page (never a session id: those are 22 chars)
+
 
 class TakeHandlers:
     svc: Any
@@ -94,7 +96,8 @@ class TakeHandlers:
         out[p.token] = ""
         session = self._own_session(session_id, owner)
         rendered = self._render(session, owner, read_only=False)
-        if isinstance(draft, dict) and draft.get("session", "") == (session.id if session else ""):
+        if (isinstance(draft, dict) and isinstance(draft.get("form"), dict) and draft["form"]
+                and (draft.get("session") or NO_SESSION) == (session.id if session else NO_SESSION)):
             # What was typed and not yet generated comes back (the session's saved inputs are older).
             form = ComposeForm.from_dict({**(session.inputs if session else {}), **draft.get("form", {})})
             rendered.update(p.form_updates(form))
@@ -141,7 +144,9 @@ class TakeHandlers:
         out[p.gen.progress] = ""
         out[p.compose.report] = ""
         if not read_only:
-            out[p.session] = session.id if session else ""
+            # Not "": the browser keeps an empty BrowserState value as "unchanged", so a reload after
+            # "New session" would reopen the old one. Any id that is not a session of the owner's opens none.
+            out[p.session] = session.id if session else NO_SESSION
         out[p.shared.group] = gr.Group(visible=read_only)
         if read_only and session is not None:
             out[p.shared.banner] = (f"↗ **Shared session “{session.title}”** — read-only: listen, download, read "

@@ -94,9 +94,9 @@ def in_process_studio(data_dir: Path, models: Any | None, *, crop_frames: int = 
 class ServeProcess:
     """`studio serve` as its own process group (the worker child dies with it on kill)."""
 
-    def __init__(self, data_dir: Path, tmp: Path, *extra: str) -> None:
+    def __init__(self, data_dir: Path, tmp: Path, *extra: str, port: int | None = None) -> None:
         self.data_dir = data_dir
-        self.port = free_port()
+        self.port = port or free_port()  # the same port after a restart: the browser's storage is per origin
         self.url = f"http://127.0.0.1:{self.port}/"
         self.log = open(tmp / f"serve-{self.port}.log", "w")
         self.proc = subprocess.Popen(
