@@ -68,6 +68,35 @@ def job_spec(msg: Message, limits: P.Limits, precision: str) -> JobSpec:
     )
 
 
+def check_call(msg: Message, limits: P.Limits) -> None:
+    """A FORWARD, ENCODE or STYLE call is checked on the IO thread before it is queued: tensor names,
+    dtypes and ranks, and for FORWARD consistent shapes and a bounded batch and batch x frames work."""
+    check_tensors(msg, P.TENSORS.get(msg.op, {}))
+    if msg.op is not P.Op.FORWARD:
+        return
+    t = msg.tensors
+    x = _shape(t["x"])
+    b, n, mel = x
+    if mel != 64 or b < 1 or n < 1:
+        raise ProtocolError(f"FORWARD x must be [B, N, 64] with B, N >= 1, got {list(x)}")
+    if b > limits.max_forward_batch:
+        raise ProtocolError(f"FORWARD batch {b} is over the limit of {limits.max_forward_batch}; "
+                            "send fewer items per call")
+    if n > limits.max_frames:
+        raise ProtocolError(f"FORWARD has {n} frames; a song has at most {limits.max_frames}")
+    if b * n > limits.max_forward_work:
+        raise ProtocolError(f"FORWARD batch {b} x {n} frames = {b * n} is over the limit of "
+                            f"{limits.max_forward_work} (batch x frames); send fewer items per call")
+    want = {"cond": (b, n, 64), "text": (b, n), "style_prompt": (b, STYLE_DIM)}
+    for name, shape in want.items():
+        if _shape(t[name]) != shape:
+            raise ProtocolError(f"FORWARD {name} must be {list(shape)} to match x {list(x)}, "
+                                f"got {list(_shape(t[name]))}")
+    for name in ("time", "start_time", "duration"):
+        if name in t and _shape(t[name]) not in ((), (1,), (b,)):
+            raise ProtocolError(f"FORWARD {name} must be [], [1] or [{b}], got {list(_shape(t[name]))}")
+
+
 class WorkerCore:
     """Inner loop: units from the scheduler run on the backend; events go to `emit`."""
 

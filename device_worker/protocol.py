@@ -18,7 +18,7 @@ frame is HMAC-SHA256 over all frames before it (see `wire.py`). Nothing is ever 
 | CANCEL   0x04    | Cancel       | -                                                          | CANCELLED (for the job) or ERROR |
 | ENCODE   0x05    | Encode       | audio: f32 [2, n] (44.1 kHz)                                | ENCODED latent: f32 [T, 64] |
 | STYLE    0x06    | Style        | audio: f32 [B, n] (24 kHz mono) unless `texts`              | STYLE_EMB embedding: f32 [B, 512] |
-| FORWARD  0x07    | Forward      | x, cond: [B,N,64]; text: int64 [B,N]; time: [B] or []; style_prompt: [B,512]; start_time, duration: [B] (optional) | VELOCITY v: [B,N,64] |
+| FORWARD  0x07    | Forward      | x, cond: [B,N,64]; text: int64 [B,N]; time: [B] or []; style_prompt: [B,512]; start_time, duration: [B] (optional); B <= max_forward_batch, B*N <= max_forward_work | VELOCITY v: [B,N,64] |
 | DECODE   0x0a    | Decode       | latent: f32 [64, T] (channels first)                        | ACCEPTED, WINDOW x M, DONE (a job: cancellable) |
 | STATS    0x08    | Stats        | -                                                          | STATS_REPLY   |
 | SHUTDOWN 0x09    | Shutdown     | -                                                          | BYE, then the worker exits |
@@ -85,6 +85,10 @@ class Limits(msgspec.Struct, **_OPTS):
     max_frames: int = 6144  # latent frames per song (the full model's budget)
     max_jobs: int = 8  # song jobs held at once (queued + running)
     max_steps: int = 1000
+    # FORWARD (RemoteDiT): one call is one unit on the compute thread and holds every job behind it, so
+    # it may not cost more than one guided step of the longest song (batch 2 x max_frames frames).
+    max_forward_batch: int = 8
+    max_forward_work: int = 2 * 6144  # batch x frames
 
 
 class TensorMeta(msgspec.Struct, **_OPTS):

@@ -128,13 +128,24 @@ def encode(body: msgspec.Struct, rid: int, tensors: Mapping[str, Tensor] | None 
     return frames
 
 
-def peek_rid(frames: Sequence[Any]) -> int:
-    """Best-effort request id of a message that failed to decode (so the error reply reaches its waiter)."""
+# What msgpack (and so an envelope) can carry as a request id; anything else is no rid at all.
+RID_MIN, RID_MAX = -(2**63), 2**64 - 1
+
+
+def peek_rid(frames: Sequence[Any], max_bytes: int = 64 << 10) -> int:
+    """Best-effort request id of a message that failed to decode (so the error reply reaches its waiter).
+
+    Never raises: a missing, oversized or garbled envelope, or a rid that is not an integer msgpack can
+    carry back (a float such as 1e300, NaN, a string, a bool, a nested array), is rid 0."""
     try:
         raw = _frame_bytes(frames[1])
-        return int(msgspec.msgpack.decode(raw)[1])
-    except Exception:  # noqa: BLE001 - a garbled envelope simply has no rid
+        if raw.nbytes > max_bytes:
+            return 0
+        env = msgspec.msgpack.decode(raw)
+        rid = env[1] if isinstance(env, (list, tuple)) else None
+    except Exception:  # noqa: BLE001 - a garbled envelope simply has no rid (RecursionError included)
         return 0
+    return rid if type(rid) is int and RID_MIN <= rid <= RID_MAX else 0
 
 
 def _frame_bytes(f: Any) -> memoryview:

@@ -25,7 +25,7 @@ import zmq
 from device_worker import protocol as P
 from device_worker import wire
 from device_worker.backends import make_backend
-from device_worker.core import WorkerCore
+from device_worker.core import WorkerCore, check_call
 from device_worker.lifecycle import DeviceLock, check_bind, clean_stale_ipc, ipc_path, rss_bytes
 from device_worker.scheduler import Call, Scheduler
 
@@ -179,20 +179,32 @@ class WorkerServer:
         poller = zmq.Poller()
         poller.register(router, zmq.POLLIN)
         poller.register(pull, zmq.POLLIN)
+        crashed = False
         try:
             while True:
                 stopping = self._io_stop.is_set()
                 for sock, _ in poller.poll(0 if stopping else 100):
                     if sock is pull:
-                        self._forward(router, pull.recv_multipart(copy=False))
+                        frames = pull.recv_multipart(copy=False)
+                        try:
+                            self._forward(router, frames)
+                        except Exception:  # noqa: BLE001 - one event that cannot go out ends nothing else
+                            logger.exception("[io] could not forward an event")
                     else:
                         frames = router.recv_multipart(copy=False)
-                        self._on_message(router, frames[0].bytes, frames[1:])
+                        self._handle(router, frames)
                 if stopping and not pull.poll(0):
                     break
+        except BaseException:
+            crashed = True
+            logger.critical("[io] the IO thread failed; the worker exits", exc_info=True)
         finally:
             router.close(linger=2000)  # let the last events (WorkerShutdown errors, BYE) out
             pull.close(linger=0)
+        if crashed and not self._io_stop.is_set():
+            # A worker that can no longer hear must not look alive: the compute thread would block on
+            # its next event forever and SIGTERM would never get through. The kernel drops the flock.
+            os._exit(70)
 
     def _forward(self, router: zmq.Socket, frames: list[zmq.Frame]) -> None:
         peer = frames[0].bytes
@@ -205,6 +217,21 @@ class WorkerServer:
 
     def _reply(self, router: zmq.Socket, peer: bytes, rid: int, body: msgspec.Struct) -> None:
         router.send_multipart([peer, *wire.encode(body, rid, key=self.cfg.secret)], copy=False)
+
+    def _handle(self, router: zmq.Socket, frames: list[zmq.Frame]) -> None:
+        """One message from a peer. Nothing it holds may stop the IO thread: whatever escapes the
+        per-request handling is logged and answered with an ERROR (rid 0 when even that fails)."""
+        if len(frames) < 1:
+            return
+        peer = frames[0].bytes
+        try:
+            self._on_message(router, peer, frames[1:])
+        except Exception as exc:  # noqa: BLE001 - the IO thread serves every other peer on
+            logger.exception("[io] message from peer=%s could not be handled", peer.hex())
+            try:
+                self._reply(router, peer, 0, P.Error(P.exc_text(exc)))
+            except Exception:  # noqa: BLE001 - nothing more can be said to this peer
+                logger.exception("[io] could not answer peer=%s", peer.hex())
 
     def _welcome(self) -> P.Welcome:
         return P.Welcome(P.PROTOCOL_VERSION, self.cfg.backend, self.cfg.device, self.cfg.precision,
@@ -238,7 +265,7 @@ class WorkerServer:
             elif op in (P.Op.SUBMIT, P.Op.DECODE):
                 self._reply(router, peer, rid, self.core.admit(peer, msg))
             elif op in _CALLS:
-                wire.check_tensors(msg, P.TENSORS.get(op, {}))
+                check_call(msg, self.limits)
                 self.scheduler.add_call(Call(peer, rid, msg))
             elif op is P.Op.SHUTDOWN:
                 logger.info("[shutdown] worker: requested by peer=%s", peer.hex())

@@ -7,6 +7,7 @@ covers every frame; the version and op byte are checked; nothing is pickled.
 
 from __future__ import annotations
 
+import msgspec
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -168,3 +169,59 @@ def test_check_tensors_names_dtypes_and_required():
     msg = _roundtrip({"bogus": np.zeros(4, np.float32)})
     with pytest.raises(wire.ProtocolError, match="does not take a tensor named 'bogus'"):
         wire.check_tensors(msg, P.TENSORS[P.Op.SUBMIT])
+
+
+# ---- fuzzing the header: any bytes, any envelope, any rid ----------------------------------------------
+
+_RID_MIN, _RID_MAX = -(2**63), 2**64 - 1
+_scalars = (st.none() | st.booleans() | st.integers(_RID_MIN, _RID_MAX) | st.floats(allow_nan=True)
+            | st.text(max_size=8) | st.binary(max_size=8))
+_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3)
+                       | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=12)
+
+
+def _check_refusal(frames: list[bytes], key: bytes | None) -> None:
+    """What the worker does with a message: decode it, or take its rid and say why in a signed ERROR."""
+    try:
+        wire.decode(frames, key=key)
+    except wire.WireError as exc:
+        rid = wire.peek_rid(frames)
+        assert type(rid) is int and _RID_MIN <= rid <= _RID_MAX
+        reply = wire.encode(P.Error(P.exc_text(exc)), rid, key=key)  # the reply itself never fails
+        assert wire.decode([bytes(memoryview(f)) for f in reply], key=key).rid == rid
+
+
+@settings(max_examples=300, deadline=None)
+@given(op=st.sampled_from([o.value for o in P.REQUESTS]) | st.binary(max_size=2),
+       rid=st.floats(allow_nan=True) | st.integers(_RID_MIN, _RID_MAX) | _values,
+       version=st.just(P.PROTOCOL_VERSION) | _values,
+       tensors=_values, body=_values, extra=st.lists(st.binary(max_size=16), max_size=2), signed=st.booleans())
+def test_fuzz_envelopes_with_any_rid_are_refused_cleanly(op, rid, version, tensors, body, extra, signed):
+    env = msgspec.msgpack.encode([version, rid, tensors])
+    frames = [op, env, msgspec.msgpack.encode(body), *extra]
+    if signed:
+        frames.append(wire._mac(KEY, frames))
+    _check_refusal(frames, KEY)
+    _check_refusal(frames[:-1] if signed else frames, None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(frames=st.lists(st.binary(max_size=40), max_size=5), signed=st.booleans())
+def test_fuzz_random_frames_are_refused_cleanly(frames, signed):
+    if signed:
+        frames = [*frames, wire._mac(KEY, frames)]
+    _check_refusal(frames, KEY if signed else None)
+
+
+@pytest.mark.parametrize("packed", [
+    msgspec.msgpack.encode(1e300), msgspec.msgpack.encode(float("nan")), msgspec.msgpack.encode(float(2**70)),
+    msgspec.msgpack.encode("x"), msgspec.msgpack.encode(True), msgspec.msgpack.encode([[1]]),
+    b"\x91" * 30000 + b"\x01", b"\xcf\x00",
+])
+def test_peek_rid_of_a_rid_that_cannot_go_back_is_zero(packed):
+    frames = [P.Op.PING.value, b"\x93\x01" + packed + b"\x90", b"\x90"]
+    assert wire.peek_rid(frames) == 0
+    wire.encode(P.Error("x"), wire.peek_rid(frames))
+    assert wire.peek_rid([P.Op.PING.value, wire._ENCODER.encode(P.Envelope(1, -1)), b"\x90"]) == -1
+    assert wire.peek_rid([P.Op.PING.value, wire._ENCODER.encode(P.Envelope(1, _RID_MAX)), b"\x90"]) == _RID_MAX
+    assert wire.peek_rid([P.Op.PING.value, b"\x93\x01\x05" + b"\x90" * 70_000]) == 0  # oversized: not read
