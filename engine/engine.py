@@ -74,20 +74,25 @@ class Engine:
             # TEST MODEL without the downloaded g2p vocabulary: sing nothing, and say so in the record.
             request = replace(request, lyrics="")
         validation = request.validate(tokenizer=tokenizer)
-        try:
-            self.config.models.dit(request.model_variant)
-        except ValueError as exc:
-            validation.problems.append(Problem("duration", str(exc)))
+        if not any(p.field == "duration" for p in validation.problems):  # each problem named once
+            try:
+                self.config.models.dit(request.model_variant)
+            except ValueError as exc:
+                validation.problems.append(Problem("duration", str(exc)))
         return validation
 
-    def submit(self, request: SongRequest, *, interactive: bool = False, out_dir: str | Path | None = None) -> Job:
+    def submit(self, request: SongRequest, *, interactive: bool = False, out_dir: str | Path | None = None,
+               validation: Any = None) -> Job:
         """Validate, fix the seed, queue. `interactive`: cancel the job when its last subscriber leaves.
         `out_dir`: write the takes into this folder (the batch renderer's per-id folders) instead of a
-        fresh folder per take under `data_dir/takes/`."""
+        fresh folder per take under `data_dir/takes/`. `validation`: what `validate(request)` returned for
+        this request (the seed aside), so a caller that showed the musician its report does not pay for
+        the lyric layout twice."""
         if self._closed:
             raise RuntimeError("the engine is closed")
         request = request.with_seed()
-        validation = self.validate(request)
+        if validation is None:
+            validation = self.validate(request)
         validation.raise_if_invalid()
         job = Job(request, interactive=interactive)
         ctx = JobContext(job, request, request.seeds(), validation=validation,

@@ -14,15 +14,16 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from device_worker import shapes
+from device_worker import controls, shapes
 
 logger = logging.getLogger(__name__)
 
 FORMATS = ("wav", "flac", "mp3", "ogg")
-MAX_STEPS = 200
-MAX_CFG = 20.0
-MAX_VARIATIONS = 16
-MAX_SEED = 2**32 - 1  # torch.manual_seed accepts any uint64; 32 bits keeps seeds readable and portable
+# The ranges live in device_worker.controls (both processes read them); these names stay for callers.
+MAX_STEPS = int(controls.STEPS.hi)
+MAX_CFG = controls.CFG.hi
+MAX_VARIATIONS = int(controls.VARIATIONS.hi)
+MAX_SEED = int(controls.SEED.hi)  # torch.manual_seed takes any uint64; 32 bits keeps seeds readable
 MAX_LYRICS_CHARS = 200_000
 
 # An LRC timestamp anywhere at the start of a line: `[m:ss]`, `[mm:ss.xx]`, `[mm:ss.xxx]`.
@@ -159,10 +160,10 @@ class SongRequest:
     lyrics: str = ""
     style: Style = field(default_factory=lambda: Style(text="pop"))
     duration: float = shapes.BASE_SECONDS
-    steps: int = 32
-    cfg: float = 4.0
+    steps: int = int(controls.STEPS.default)
+    cfg: float = controls.CFG.default
     seed: int | None = None  # None: a random seed, drawn once at submit and recorded
-    variations: int = 1  # takes of the same request; take i uses seed + i
+    variations: int = int(controls.VARIATIONS.default)  # takes of the same request; take i uses seed + i
     edit: Reference | None = None
     formats: tuple[str, ...] = ("wav",)
     title: str = ""
@@ -221,16 +222,12 @@ class SongRequest:
         except ValueError as exc:
             duration_ok = False
             problems.append(Problem("duration", str(exc)))
-        if not isinstance(self.steps, int) or not 1 <= self.steps <= MAX_STEPS:
-            problems.append(Problem("steps", f"must be a whole number from 1 to {MAX_STEPS}, got {self.steps!r}"))
-        if not isinstance(self.cfg, (int, float)) or not 0.0 <= self.cfg <= MAX_CFG:
-            problems.append(Problem("cfg", f"guidance strength must be from 0 to {MAX_CFG}, got {self.cfg!r}"))
-        if self.seed is not None and (not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED):
-            problems.append(Problem("seed", f"must be a whole number from 0 to {MAX_SEED}, got {self.seed!r}"))
-        if not isinstance(self.variations, int) or not 1 <= self.variations <= MAX_VARIATIONS:
-            problems.append(
-                Problem("variations", f"must be from 1 to {MAX_VARIATIONS}, got {self.variations!r}")
-            )
+        for control in (controls.STEPS, controls.CFG, controls.VARIATIONS):
+            why = control.problem(getattr(self, control.name))
+            if why:
+                problems.append(Problem(control.name, why))
+        if self.seed is not None and (why := controls.SEED.problem(self.seed)):
+            problems.append(Problem("seed", why))
         unknown = [f for f in self.formats if str(f).lower() not in FORMATS]
         if unknown:
             problems.append(Problem("formats", f"unknown {unknown}; choose from {list(FORMATS)}"))

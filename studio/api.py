@@ -22,7 +22,7 @@ from typing import Any
 
 import gradio as gr
 
-from studio.config import PathRefused
+from studio import songs
 from studio.forms import ComposeForm, FormError
 from studio.services import Services, UploadRefused
 from studio.store import StoreError, TakeInfo
@@ -84,29 +84,18 @@ def register(svc: Services) -> None:
     def submit(form: dict, session_id: str = "", request: gr.Request = None) -> dict:
         """Start a song from a compose form (ComposeForm fields); returns the session and new take ids."""
         owner = caller(request)
-        if svc.runner is None:
-            raise gr.Error(svc.model_status.banner_markdown())
         if not isinstance(form, dict):
             raise gr.Error("The form must be a JSON object of compose fields.")
-        f = ComposeForm.from_dict(form)
+        try:
+            f = ComposeForm.from_dict(form, strict=True)
+        except FormError as exc:
+            raise gr.Error(str(exc)) from None
         session = own_session(session_id, owner) if session_id else None
         try:
-            request = f.to_request(store, svc.config)
-        except (FormError, PathRefused, StoreError) as exc:
+            started = songs.start(svc, owner, session, f)
+        except songs.SongRefused as exc:
             raise gr.Error(str(exc)) from None
-        validate = getattr(svc.engine, "validate", None)
-        validation = validate(request) if callable(validate) else request.validate()
-        if not validation.ok:
-            raise gr.Error("Invalid request: " + "; ".join(str(p) for p in validation.problems))
-        if session is None:
-            session = store.create_session(f.title, owner=owner, inputs=f.session_inputs())
-        else:
-            store.update_session(session.id, inputs=f.session_inputs())
-        parent = f.edit_take if f.edit_mode != "none" else None
-        try:
-            takes = svc.runner.submit(session.id, request, parent_id=parent)
-        except Exception as exc:  # the engine's busy/validation errors, worded by the engine
-            raise gr.Error(str(exc)) from None
+        session, takes = started.session, started.takes
         return {"session_id": session.id, "takes": [t.id for t in takes], "seeds": [t.seed for t in takes]}
 
     def take(take_id: str, share: str = "", request: gr.Request = None) -> dict:
@@ -138,15 +127,11 @@ def register(svc: Services) -> None:
         t = own_take(take_id, caller(request))
         if t.session_id != session_id:
             raise gr.Error("That take does not belong to this session.")
-        if svc.runner is None:
-            raise gr.Error(svc.model_status.banner_markdown())
-        from dataclasses import replace
-
-        from engine.request import SongRequest
-
-        request = replace(SongRequest.from_dict(t.request), seed=t.seed, variations=1)
-        new = svc.runner.submit(session_id, request, parent_id=t.parent_id)
-        return {"take_id": new[0].id, "seed": new[0].seed, "retry_of": t.id}
+        try:
+            new = songs.retry(svc, t)
+        except songs.SongRefused as exc:
+            raise gr.Error(str(exc)) from None
+        return {"take_id": new.id, "seed": new.seed, "retry_of": t.id}
 
     def set_take(session_id: str, take_id: str, name: str = "", starred: str = "", deleted: str = "",
                  request: gr.Request = None) -> dict:

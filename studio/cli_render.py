@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from device_worker import controls
 from studio.runtime_options import WorkerPlan, default_data_dir, model_options, resolve_models
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -58,8 +59,11 @@ class RenderError(click.ClickException):
 @click.option("--style", default=None, help="One-song form: a text prompt, or a reference audio / .npy embedding file.")
 @click.option("--duration", type=float, default=None, help="One-song form: seconds (95, or 96-285).")
 @click.option("--seed", type=int, default=None, help="One-song form: the seed [default: random, recorded].")
-@click.option("--steps", type=int, default=None, help="One-song form: diffusion steps [default: 32].")
-@click.option("--cfg", type=float, default=None, help="One-song form: guidance strength [default: 4.0].")
+@click.option("--steps", type=int, default=None,
+              help=f"One-song form: {controls.STEPS.help} ({controls.STEPS.range_text}) "
+                   f"[default: {controls.STEPS.default}].")
+@click.option("--cfg", type=float, default=None,
+              help=f"One-song form: {controls.CFG.help} ({controls.CFG.range_text}) [default: {controls.CFG.default}].")
 @click.option("--resume", is_flag=True, help="Skip jobs whose outputs exist and whose identity is unchanged.")
 @click.option("--strict", is_flag=True, help="Any invalid job stops the run before it begins.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")

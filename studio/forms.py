@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from device_worker import controls
 from studio.config import StudioConfig
 from studio.store import DONE, Store
 
@@ -35,11 +36,11 @@ class ComposeForm:
     style_audio: str | None = None  # a stored upload inside the data directory
     style_saved: str | None = None  # name of a saved style
     duration: int = 95  # 95 = base model (95.1 s); 96-285 = full model
-    steps: int = 32  # 1-200
-    cfg: float = 4.0  # guidance strength 0-20 (upstream default 4)
-    seed: int = 0
+    steps: int = int(controls.STEPS.default)  # ranges: device_worker.controls
+    cfg: float = controls.CFG.default
+    seed: int = int(controls.SEED.default)
     random_seed: bool = True  # draw a fresh seed per Generate (the drawn seed is recorded)
-    variations: int = 1  # 1-16 takes of the same request, seeds seed, seed+1, ...
+    variations: int = int(controls.VARIATIONS.default)
     formats: list[str] = field(default_factory=lambda: ["wav", "flac", "mp3"])
     edit_mode: str = "none"  # one of EDIT_MODES
     edit_take: str | None = None  # the source take of an edit or continuation
@@ -47,9 +48,14 @@ class ComposeForm:
     continue_from: float = 0.0  # seconds: keep the song up to here and generate the rest
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> ComposeForm:
-        """Tolerant: unknown keys (from an older studio) are ignored, missing ones take defaults."""
+    def from_dict(cls, d: dict[str, Any] | None, *, strict: bool = False) -> ComposeForm:
+        """Missing keys take defaults. Unknown keys: ignored for what the studio stored itself (an older
+        studio's sessions), refused by name with `strict` (what a client sends)."""
         names = {f.name for f in fields(cls)}
+        unknown = sorted(k for k in (d or {}) if k not in names)
+        if strict and unknown:
+            raise FormError(f"unknown field(s) {', '.join(map(repr, unknown))}; the form's fields are: "
+                            f"{', '.join(sorted(names))}")
         form = cls(**{k: v for k, v in (d or {}).items() if k in names})
         form.formats = list(form.formats or ["wav"])
         return form

@@ -15,9 +15,7 @@ from typing import Any
 import gradio as gr
 import numpy as np
 
-from studio import present
-from studio.config import PathRefused
-from studio.forms import ComposeForm, FormError
+from studio import present, songs
 from studio.handlers_takes import TakeHandlers
 from studio.page import Page
 from studio.services import Services, UploadRefused
@@ -110,52 +108,22 @@ class Handlers(TakeHandlers):
         if values.get(p.token):
             yield {g.message: "This is a read-only shared session: copy it into your sessions to make takes."}
             return
-        if self.svc.runner is None:
-            yield {g.message: self.svc.model_status.banner_markdown()}
-            return
-        form = p.read_form(values)
-        own = self._own_id(values.get(p.session), values.get(p.owner))
-        try:
-            request = form.to_request(self.svc.store, self.svc.config)
-            validation = self._validate(request)
-        except (FormError, PathRefused) as exc:
-            yield {g.message: f"⚠ {exc}"}
-            return
-        if not validation.ok:
-            problems = "\n".join(f"- {pr}" for pr in validation.problems)
-            yield {g.message: f"⚠ Please fix these first:\n{problems}"}
-            return
         owner = self._owner(values.get(p.owner))
         if owner is None:
             yield {g.message: "⚠ This page has no key yet: reload it, then Generate."}
             return
-        # Only now, with a request that will run, is a session made: a refused Generate leaves none behind.
-        session_id = self._ensure_session(own, owner, form)
-        parent = form.edit_take if form.edit_mode != "none" else None
+        own = self._own_session(values.get(p.session), values.get(p.owner))
         try:
-            takes = self.svc.runner.submit(session_id, request, parent_id=parent)
-        except Exception as exc:  # the engine's busy/validation errors, worded by the engine
-            yield {g.message: f"⚠ {exc}", p.session: session_id, **self._listing(session_id)}
+            started = songs.start(self.svc, owner, own, p.read_form(values))
+        except songs.SongRefused as exc:
+            listed = "\n".join(f"- {pr}" for pr in exc.problems)
+            yield {g.message: f"⚠ {exc.headline}:\n{listed}"}
             return
+        session_id, takes = started.session.id, started.takes
         seeds = ", ".join(str(t.seed) for t in takes)
         yield {p.session: session_id, g.message: f"Submitted {len(takes)} take(s), seed(s) {seeds}.",
                **self._listing(session_id), **self._sessions(values.get(p.owner))}
         yield from self._follow(session_id, [t.id for t in takes])
-
-    def _validate(self, request: Any) -> Any:
-        """As the engine will run it (its tokenizer, its models), so the report matches the take."""
-        validate = getattr(self.svc.engine, "validate", None)
-        return validate(request) if callable(validate) else request.validate()
-
-    def _ensure_session(self, session_id: str | None, owner: str, form: ComposeForm) -> str:
-        """`session_id`: the verified own session (or None: a new one for `owner`)."""
-        store = self.svc.store
-        current = store.get_session(session_id) if session_id else None
-        if current is None:
-            current = store.create_session(form.title, owner=owner, inputs=form.session_inputs())
-        else:
-            store.update_session(current.id, title=form.title or None, inputs=form.session_inputs())
-        return current.id
 
     def _follow(self, session_id: str, take_ids: list[str]) -> Iterator[dict]:
         """Follow takes until they end: progress bars with ETA, and an early preview from decoded windows."""

@@ -13,7 +13,8 @@ from typing import Any
 
 import gradio as gr
 
-from studio import present
+from device_worker import controls
+from studio import present, songs
 from studio.forms import ComposeForm
 from studio.store import DONE, INTERRUPTED, SessionInfo, StoreError, TakeInfo
 
@@ -233,19 +234,11 @@ class TakeHandlers:
             take = self._owned_take(take_id, session_id, owner)
         except StoreError as exc:
             return {t.note: f"⚠ {exc}"}
-        if self.svc.runner is None:
-            return {t.note: self.svc.model_status.banner_markdown()}
-        from dataclasses import replace
-
-        from engine.request import SongRequest
-
-        request = replace(SongRequest.from_dict(take.request), seed=take.seed, variations=1)
         try:
-            new = self.svc.runner.submit(session_id, request, parent_id=take.parent_id)
-        except Exception as exc:
+            new = songs.retry(self.svc, take)
+        except songs.SongRefused as exc:
             return {t.note: f"⚠ {exc}"}
-        self.svc.store.rename_take(new[0].id, take.name or f"retry of {take.label}")
-        return {**self._listing(session_id, select=new[0].id), t.note: "Retrying: the new take renders now."}
+        return {**self._listing(session_id, select=new.id), t.note: "Retrying: the new take renders now."}
 
     def _act(self, take_id: str, session_id: str, owner: str | None, fn: Any, note: str) -> dict:
         t = self.page.takes
@@ -268,7 +261,7 @@ class TakeHandlers:
         req = take.request
         style = req.get("style") or {}
         form.lyrics, form.instrumental = req.get("lyrics", ""), not (req.get("lyrics") or "").strip()
-        form.duration, form.steps, form.cfg = int(req.get("duration", 95)), int(req.get("steps", 32)), float(req.get("cfg", 4.0))
+        form.duration, form.steps, form.cfg = int(req.get("duration", 95)), int(req.get("steps", controls.STEPS.default)), float(req.get("cfg", controls.CFG.default))
         form.seed, form.random_seed, form.variations = int(take.seed or 0), False, 1
         form.formats = list(req.get("formats") or ["wav"])
         form.edit_mode, form.edit_take = "none", None

@@ -74,7 +74,8 @@ class TakeRunner:
         self._jobs: dict[str, Any] = {}  # take id -> engine job
 
     # ------------------------------------------------------------------ submit / cancel
-    def submit(self, session_id: str, request: Any, *, parent_id: str | None = None) -> list[TakeInfo]:
+    def submit(self, session_id: str, request: Any, *, parent_id: str | None = None,
+               validation: Any = None) -> list[TakeInfo]:
         """Record one take per variation, then hand the request to the engine. Returns the new takes.
 
         The seed is fixed here (drawn when the musician asked for a random one) so every take's row
@@ -88,7 +89,8 @@ class TakeRunner:
             for i, seed in enumerate(seeds)
         ]
         try:
-            job = self.engine.submit(request, interactive=False)
+            extra = {"validation": validation} if validation is not None else {}  # validated once, by the caller
+            job = self.engine.submit(request, interactive=False, **extra)
         except Exception as exc:  # busy queue, validation: the takes become failed with the reason
             for t in takes:
                 self.store.update_take(t.id, status=FAILED, error=_error(exc), phase="not started")

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import gradio as gr
+
+from device_worker import controls
 
 EDIT_MODES = [("New song", "none"), ("Regenerate time ranges of a take", "edit"),
               ("Continue a take from a point", "continue")]
@@ -30,18 +33,22 @@ class GenerateUI:
     preview: gr.Audio
 
 
+def _slider(c: controls.Control, step: float, **kw: Any) -> gr.Slider:
+    return gr.Slider(c.lo, c.hi, value=c.default, step=step, label=c.label, info=c.help, **kw)
+
+
 def build() -> GenerateUI:
     duration = gr.Slider(95, 285, value=95, step=1, label="Length (s): 95 = base model, 96–285 = full model",
                          elem_id="duration")
     with gr.Accordion("Advanced", open=False):
         with gr.Row():
-            steps = gr.Slider(1, 200, value=32, step=1, label="Steps", elem_id="steps")
-            cfg = gr.Slider(0, 20, value=4.0, step=0.1, label="Guidance strength")
+            steps = _slider(controls.STEPS, 1, elem_id="steps")
+            cfg = _slider(controls.CFG, 0.1)
         with gr.Row():
-            seed = gr.Number(label="Seed", value=0, precision=0, minimum=0, maximum=2**32 - 1)
+            seed = gr.Number(label=controls.SEED.label, value=controls.SEED.default, precision=0,
+                             minimum=controls.SEED.lo, maximum=controls.SEED.hi, info=controls.SEED.help)
             random_seed = gr.Checkbox(label="Random seed each time (recorded per take)", value=True)
-            variations = gr.Slider(1, 16, value=1, step=1, label="Variations (seeds seed, seed+1, …)",
-                                   elem_id="variations")
+            variations = _slider(controls.VARIATIONS, 1, elem_id="variations")
         formats = gr.CheckboxGroup(["wav", "flac", "mp3", "ogg"], value=["wav", "flac", "mp3"],
                                    label="Files to write (WAV always)")
     with gr.Accordion("Edit or continue a take", open=False):
