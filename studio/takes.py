@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from studio.progress import PREPARE_SHARE, PROGRESS_WRITE_S, progress_of, read_record
 from studio.store import (
     CANCELLED,
     DONE,
@@ -32,8 +33,6 @@ from studio.store import (
 
 log = logging.getLogger(__name__)
 
-PROGRESS_WRITE_S = 0.5  # at most two progress writes per second per take: WAL writes are cheap, not free
-PREPARE_SHARE, DIFFUSION_SHARE = 0.05, 0.80  # of a take's progress bar; decoding gets the rest
 # Early-playback audio held for takes still rendering, all together: a 285 s take is 100 MB of float32,
 # and forty in flight grew the studio past 800 MB. Past the budget the oldest take's preview audio goes
 # (its file still arrives; only listening before it is written is lost for it).
@@ -189,12 +188,8 @@ class TakeRunner:
                 elif isinstance(e, ev.Running):
                     update(e.take, force=True, status=RUNNING, seed=e.seed, progress=PREPARE_SHARE,
                            phase=f"starting on {e.worker}" + (f" (attempt {e.attempt})" if e.attempt > 1 else ""))
-                elif isinstance(e, ev.Step):
-                    frac = PREPARE_SHARE + DIFFUSION_SHARE * e.k / max(e.total, 1)
-                    update(e.take, progress=frac, eta_s=e.eta_s, phase=f"step {e.k}/{e.total}")
-                elif isinstance(e, ev.Decoding):
-                    frac = PREPARE_SHARE + DIFFUSION_SHARE + (1 - PREPARE_SHARE - DIFFUSION_SHARE) * e.j / max(e.total, 1)
-                    update(e.take, progress=min(frac, 0.99), eta_s=e.eta_s, phase=f"decoding window {e.j}/{e.total}")
+                elif (moved := progress_of(e)) is not None:
+                    update(e.take, progress=moved[0], eta_s=e.eta_s, phase=moved[1])
                 elif isinstance(e, ev.AudioChunk):
                     self._add_chunk(take_ids[e.take], np.asarray(e.audio, dtype=np.float32))
                 elif isinstance(e, ev.Retrying):
@@ -250,7 +245,7 @@ class TakeRunner:
         if lv is not None and lv.status == DONE:
             return
         files = {k: v for k, v in result.files.items() if k != "json"}
-        record = _read_record(result.files.get("json"))
+        record = read_record(result.files.get("json"))
         self.store.update_take(
             take_id, status=DONE, progress=1.0, phase="done", seed=result.seed, files=files,
             timings=dict(result.timings), record=record, models=dict(record.get("models") or {}),
@@ -283,19 +278,6 @@ class TakeRunner:
         finished = [t for t, x in self._live.items() if x.status in FINAL_STATUSES]
         for tid in finished[:-KEEP_FINISHED] if len(finished) > KEEP_FINISHED else []:
             del self._live[tid]
-
-
-def _read_record(path: str | None) -> dict[str, Any]:
-    if not path:
-        return {}
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError) as exc:
-        log.warning("[studio] cannot read take record path=%s: %s", path, exc)
-        return {}
 
 
 def _error(exc: BaseException) -> str:

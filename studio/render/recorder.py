@@ -9,17 +9,16 @@ final place (after the job's folder is committed) and the engine's full record.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
 from typing import Any
 
+from studio.progress import PROGRESS_WRITE_S, progress_of, read_record
 from studio.store import CANCELLED, DONE, FAILED, RUNNING, Store
 
 log = logging.getLogger(__name__)
 
-PROGRESS_WRITE_S = 1.0
 
 
 class SessionRecorder:
@@ -53,16 +52,12 @@ class SessionRecorder:
             return
         if isinstance(e, ev.Running):
             self.store.update_take(ids[e.take], status=RUNNING, phase=f"starting on {e.worker}", seed=e.seed)
-        elif isinstance(e, (ev.Step, ev.Decoding)):
+        elif (moved := progress_of(e)) is not None:
             now = time.monotonic()
             if now - self._last.get(ids[e.take], 0.0) < PROGRESS_WRITE_S:
                 return
             self._last[ids[e.take]] = now
-            if isinstance(e, ev.Step):
-                frac, phase = 0.05 + 0.8 * e.k / max(e.total, 1), f"step {e.k}/{e.total}"
-            else:
-                frac, phase = 0.85 + 0.14 * e.j / max(e.total, 1), f"decoding window {e.j}/{e.total}"
-            self.store.update_take(ids[e.take], status=RUNNING, progress=frac, phase=phase)
+            self.store.update_take(ids[e.take], status=RUNNING, progress=moved[0], phase=moved[1])
 
     def done(self, job_id: str, takes: list[dict[str, Any]], folder: Path) -> None:
         """`takes`: [{take, seed, files: {fmt: name}, timings}] as in render.json, files in `folder`."""
@@ -71,7 +66,7 @@ class SessionRecorder:
             if t["take"] >= len(ids):
                 continue
             files = {fmt: str(folder / name) for fmt, name in t["files"].items()}
-            record = _read(files.get("json"))
+            record = read_record(files.get("json"))
             self.store.update_take(ids[t["take"]], status=DONE, progress=1.0, phase="done", seed=t["seed"],
                                    files=files, timings=dict(t.get("timings") or {}), record=record,
                                    models=dict(record.get("models") or {}), error=None)
@@ -86,13 +81,3 @@ class SessionRecorder:
 
     def close(self) -> None:
         self.store.close()
-
-
-def _read(path: str | None) -> dict[str, Any]:
-    if not path:
-        return {}
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        log.warning("[render] cannot read take record %s: %s", path, exc)
-        return {}

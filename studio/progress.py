@@ -1,0 +1,37 @@
+"""How an engine event shows as a take's progress, one rule for the page, the API and `studio render`."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PROGRESS_WRITE_S = 0.5  # at most two progress writes per second per take: WAL writes are cheap, not free
+PREPARE_SHARE, DIFFUSION_SHARE = 0.05, 0.80  # of a take's progress bar; decoding gets the rest
+
+
+def progress_of(e: Any) -> tuple[float, str] | None:
+    """(fraction, phase) of a Step or Decoding event; None for any other event."""
+    from engine import events as ev
+
+    if isinstance(e, ev.Step):
+        return PREPARE_SHARE + DIFFUSION_SHARE * e.k / max(e.total, 1), f"step {e.k}/{e.total}"
+    if isinstance(e, ev.Decoding):
+        decode = 1 - PREPARE_SHARE - DIFFUSION_SHARE
+        return (min(PREPARE_SHARE + DIFFUSION_SHARE + decode * e.j / max(e.total, 1), 0.99),
+                f"decoding window {e.j}/{e.total}")
+    return None
+
+
+def read_record(path: str | None) -> dict[str, Any]:
+    """A take's JSON record, or {} (logged) when it cannot be read."""
+    if not path:
+        return {}
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        log.warning("[studio] cannot read take record path=%s: %s", path, exc)
+        return {}
