@@ -335,8 +335,10 @@ def main() -> None:
         print(f"{name:14} {mb:>12,.0f}  {target}")
     from device_worker.shapes import plan_windows
 
+    # "wait s": placement, i.e. the other song finishing and the worker switching DiTs; "worker load s":
+    # the worker process's own load of its files (DiT + VAE + MuQ-MuLan) when it started with this DiT.
     print(f"\n{'song':6} {'frames':>7} {'updates':>7} {'s/update':>9} {'windows':>7} {'s/window':>9} "
-          f"{'load s':>7} {'prepare s':>9} {'write s':>8} {'GPU peak':>9}")
+          f"{'wait s':>7} {'worker load s':>13} {'prepare s':>9} {'write s':>8} {'GPU peak':>9}")
     for job in summary["jobs"]:
         if job["outcome"] != "done":
             print(f"{job['id']:6} {job['outcome']}: {job.get('error')}")
@@ -346,8 +348,8 @@ def main() -> None:
         updates, windows = eff["steps"] - 1, len(plan_windows(eff["frames"]))
         gpu = rec["worker"].get("cuda.peak_mb", "n/a (CPU)")
         print(f"{job['id']:6} {eff['frames']:>7} {updates:>7} {tm['diffusion'] / max(updates, 1):>9.1f} "
-              f"{windows:>7} {tm['decode'] / windows:>9.1f} {tm['load']:>7.1f} {tm['prepare']:>9.1f} "
-              f"{tm['write']:>8.1f} {gpu:>9}")
+              f"{windows:>7} {tm['decode'] / windows:>9.1f} {tm['load']:>7.1f} "
+              f"{float(rec['worker'].get('load_s') or 0):>13.1f} {tm['prepare']:>9.1f} {tm['write']:>8.1f} {gpu:>9}")
 
 
 if __name__ == "__main__":
