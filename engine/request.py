@@ -295,7 +295,43 @@ def layout_request_lyrics(request: SongRequest, *, tokenizer: Any = None) -> Any
         from engine.lyrics.timing import time_lyrics
 
         text = time_lyrics(text, request.duration)
-    return layout_lyrics(text, request.duration, tokenizer=tokenizer)
+    text, note = with_end_marker(text, request.duration, tokenizer)
+    layout = layout_lyrics(text, request.duration, tokenizer=tokenizer)
+    if note:
+        layout.notes.append(note)
+    return layout
+
+
+END_MARKER_GAP_S = 0.5  # after the last line's phonemes, before the marker
+
+
+def with_end_marker(text: str, duration: float, tokenizer: Any = None) -> tuple[str, str | None]:
+    """The base (95 s) model never sings the last timed line of its LRC: it is the end marker, whose
+    time only ends the line before it (upstream drops a sung last line silently). A musician's file ends with a sung line, so when it does, the marker is
+    added after that line: at its start + one frame per phoneme (the layout's own pace) + a short gap,
+    before the song's end. Returns the text to lay out and the note saying so (None: nothing added)."""
+    from engine.lyrics.lrc import LYRIC, format_time, parse_lrc
+    from engine.lyrics.timing import END_MARGIN_S
+
+    if shapes.max_frames_for(duration) != shapes.BASE_FRAMES:
+        return text, None
+    timed = [p for p in parse_lrc(text) if p.kind == LYRIC and p.time is not None and p.time < duration]
+    if not timed or not timed[-1].text.strip():
+        return text, None  # no lines, or the musician placed the marker already
+    last = timed[-1]
+    if tokenizer is None:
+        from engine.lyrics.layout import default_tokenizer
+
+        tokenizer = default_tokenizer()
+    phonemes = len(tokenizer.encode(last.text).tokens) + 1  # + the line's closing period
+    at = min(last.time + phonemes / shapes.FRAME_RATE + END_MARKER_GAP_S, duration - END_MARGIN_S)
+    if at <= last.time:
+        return text, None  # no room after it: the report says the line is the marker
+    marker = f"[{format_time(at)}]"
+    note = (f"end marker added at {marker[1:-1]}, after your last line, so that line is sung: the 95 s model "
+            "never sings the last timed line, it only marks where the line before it ends. Add your own empty "
+            "timed line to place it yourself.")
+    return text.rstrip("\n") + "\n" + marker + "\n", note
 
 
 def lyric_problems(layout: Any, *, allow_dropped: bool) -> list[Problem]:
