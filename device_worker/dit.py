@@ -319,6 +319,10 @@ class DiT(nn.Module):
         return self.proj_out.weight.dtype
 
     @property
+    def device(self) -> torch.device:
+        return self.proj_out.weight.device
+
+    @property
     def state_dtype(self) -> torch.dtype:
         """Dtype of the residual stream, the Euler state and the guidance arithmetic."""
         return torch.float32 if self.upcast_residual else self.dtype
@@ -365,6 +369,9 @@ class DiT(nn.Module):
         emb = torch.cat((angles, angles), dim=-1)[None, None]  # (1, 1, n, k)
         rot = torch.float32 if self.upcast_residual else dt  # upstream: cos/sin computed fp32, cast to x
         return SongCache(static, fusion, start, dur, emb.cos().to(rot), emb.sin().to(rot))
+
+    def release(self, cache: SongCache) -> None:
+        """Nothing to free: the cache's tensors go with it (the sampler's `Backbone` protocol)."""
 
     def forward_prepared(self, x: torch.Tensor, time: torch.Tensor | float, cache: SongCache) -> torch.Tensor:
         """Velocity (b, n, m) of latent x (b, n, m) at flow time `time` for a prepared batch."""

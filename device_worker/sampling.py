@@ -1,10 +1,14 @@
 """Flow-matching sampler: upstream `CFM.sample` (Euler, classifier-free guidance, edit segments).
 
-`sample()` is `start_song` + `step_song` x (steps - 1) + `finish_song`; the worker drives the same three
-calls, so both produce the same bytes. Per step: one DiT forward over a batch of 2B (conditional items
-first, then unconditional: cond -> 0, lyric ids -> 0, negative style), `v = v_c + (v_c - v_u) * cfg`,
-`x = x + (t[k+1] - t[k]) * v`. The lyric features, text-fusion terms, start/duration embeddings and RoPE
-tables are computed once per song (`DiT.prepare`).
+One sampler for any network, as F5-TTS's `cfm.py` keeps it: the backbone is passed in (`Backbone`: the
+torch `DiT`, the ttnn backend's `TtBackbone`, the engine's `RemoteDiT`). Noise, the time grid, sway, the
+guidance batch, edit masks and the reference paste live here and nowhere else.
+
+`sample()` is `start_song` + `step_song` x (steps - 1) + `finish_song`; every worker backend drives the
+same three calls, so both produce the same bytes. Per step: one backbone call over a batch of 2B
+(conditional items first, then unconditional: cond -> 0, lyric ids -> 0, negative style),
+`v = v_c + (v_c - v_u) * cfg`, `x = x + (t[k+1] - t[k]) * v`. The lyric features, text-fusion terms,
+start/duration embeddings and RoPE tables are computed once per song (`Backbone.prepare`).
 
 Precision modes (the DiT's dtype and `load_dit(precision=...)` choose):
 - float32: the reference; reproduces upstream's fp32 runs to ~1e-6 on CPU (use no TF32 on GPUs).
@@ -27,12 +31,48 @@ import math
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from device_worker.dit import DiT, SongCache, fp16_value
+from device_worker.dit import fp16_value
 
-__all__ = ["Cancelled", "SongState", "sample", "start_song", "step_song", "finish_song", "make_noise"]
+__all__ = ["Backbone", "Cancelled", "SongState", "sample", "start_song", "step_song", "finish_song", "release_song",
+           "make_noise"]
+
+
+@runtime_checkable
+class Backbone(Protocol):
+    """The network the sampler drives (F5-TTS's `transformer`).
+
+    `prepare` takes one batch's per-song inputs (with guidance: the conditional rows, then the unconditional
+    ones) and returns an opaque cache; `forward_prepared` is one velocity call on it; `release` frees what
+    the cache holds on a device, once the last step ran or when a song is dropped mid-way."""
+
+    cfg: Any  # .mel_dim, .max_frames, .duration_embed (DiTConfig or the worker's description of it)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the sampler builds noise, masks, the time grid and the Euler state."""
+        ...
+
+    @property
+    def state_dtype(self) -> torch.dtype:
+        """Dtype of the time grid, the guidance arithmetic and the Euler state."""
+        ...
+
+    def prepare(self, cond: torch.Tensor, text: torch.Tensor, style_prompt: torch.Tensor,
+                start_time: torch.Tensor | None = None, duration: torch.Tensor | None = None) -> Any:
+        """cond (b, n, m), text (b, n) ids, style (b, c), start/duration (b,) -> the song's cache."""
+        ...
+
+    def forward_prepared(self, x: torch.Tensor, time: torch.Tensor, cache: Any) -> torch.Tensor:
+        """Velocity (b, n, m) of the latent x (b, n, m) at flow time `time` (a 0-d tensor)."""
+        ...
+
+    def release(self, cache: Any) -> None:
+        """Free the cache's device memory (a no-op where tensors go with the cache)."""
+        ...
 
 
 class Cancelled(Exception):
@@ -43,7 +83,8 @@ class Cancelled(Exception):
 class SongState:
     x: torch.Tensor  # (b, n, m) Euler state in the state dtype
     t: torch.Tensor  # (steps,) time grid in the state dtype
-    cache: SongCache  # prepared DiT inputs, batch 2b with guidance (conditional half first), else b
+    cache: Any  # the backbone's prepared inputs, batch 2b with guidance (conditional half first), else b;
+    # None once released
     cond: torch.Tensor  # (b, n, m) reference latent, pasted back outside pred_mask
     pred_mask: torch.Tensor  # (n,) bool, True = generated frame
     cfg_strength: float
@@ -88,7 +129,7 @@ def _pred_mask(n: int, edit_segments: Sequence[tuple[int, int]] | None, device: 
 
 @torch.inference_mode()
 def start_song(
-    dit: DiT,
+    dit: Backbone,
     *,
     text: torch.Tensor,  # (b, n) lyric id per frame
     style: torch.Tensor,  # (b, 512)
@@ -105,7 +146,7 @@ def start_song(
     song_duration: float | None = None,  # full model only; default fp16(n / max_frames)
 ) -> SongState:
     """Everything before the first Euler step: noise, masks, time grid and the prepared DiT inputs."""
-    device, sd = dit.proj_out.weight.device, dit.state_dtype
+    device, sd = dit.device, dit.state_dtype
     n, m = int(duration), dit.cfg.mel_dim
     if text.ndim != 2 or text.shape[1] != n:
         raise ValueError(f"text must be (batch, {n}) lyric ids (one per frame), got {tuple(text.shape)}")
@@ -163,7 +204,7 @@ def start_song(
 
 
 @torch.inference_mode()
-def step_song(dit: DiT, state: SongState) -> None:
+def step_song(dit: Backbone, state: SongState) -> None:
     """One guided Euler step (in place on `state`)."""
     if state.done:
         raise RuntimeError(f"song already finished ({state.total} steps)")
@@ -178,15 +219,24 @@ def step_song(dit: DiT, state: SongState) -> None:
     state.k = k + 1
 
 
-def finish_song(state: SongState) -> torch.Tensor:
-    """(b, n, m) float32 latent: the sampled frames inside pred_mask, the reference outside."""
+def finish_song(dit: Backbone, state: SongState) -> torch.Tensor:
+    """(b, n, m) float32 latent: the sampled frames inside pred_mask, the reference outside. Releases the
+    song's prepared inputs first (a card then decodes in the device state it compiled its decoder in)."""
     if not state.done:
         raise RuntimeError(f"song not finished: {state.k} of {state.total} steps done")
+    release_song(dit, state)
     return torch.where(state.pred_mask[None, :, None], state.x, state.cond).float()
 
 
+def release_song(dit: Backbone, state: SongState) -> None:
+    """Free the song's prepared inputs on the backbone's device; safe to call twice."""
+    if state.cache is not None:
+        dit.release(state.cache)
+        state.cache = None
+
+
 def sample(
-    dit: DiT,
+    dit: Backbone,
     *,
     text: torch.Tensor,
     style: torch.Tensor,
@@ -209,8 +259,11 @@ def sample(
         edit_segments=edit_segments, steps=steps, cfg_strength=cfg_strength, sway=sway, seed=seed,
         noise=noise, start_time=start_time, song_duration=song_duration,
     )
-    while not state.done:
-        step_song(dit, state)
-        if callback is not None and callback(state.k, state.total) is False:
-            raise Cancelled(f"cancelled after step {state.k} of {state.total}")
-    return finish_song(state)
+    try:
+        while not state.done:
+            step_song(dit, state)
+            if callback is not None and callback(state.k, state.total) is False:
+                raise Cancelled(f"cancelled after step {state.k} of {state.total}")
+        return finish_song(dit, state)
+    finally:
+        release_song(dit, state)

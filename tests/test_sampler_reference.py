@@ -31,7 +31,7 @@ def run(dit, meta, t) -> tuple[dict, torch.Tensor]:
         step_song(dit, state)
         if state.k == 16:
             seen["x_step16"] = state.x.clone()
-    return seen, finish_song(state)
+    return seen, finish_song(dit, state)
 
 
 def max_err(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -102,7 +102,7 @@ def test_seed_determinism_and_recorded_seed(tiny) -> None:
     assert isinstance(state.seed, int)
     while not state.done:
         step_song(tiny, state)
-    assert torch.equal(finish_song(state), sample(tiny, **small_song(), seed=state.seed))
+    assert torch.equal(finish_song(tiny, state), sample(tiny, **small_song(), seed=state.seed))
 
 
 def test_noise_follows_upstream_per_item_seeding(tiny) -> None:

@@ -4,18 +4,22 @@ Five calls make a song (`load`, `prepare`, `step`, `decode_window`, `free`, plus
 result of the steps); the rest are optional services a backend may refuse with `NotSupported`.
 Arrays cross this boundary as numpy (bfloat16 as `wire.BF16` bits), so a backend that runs under another
 torch build (ttnn pins its own) shares nothing with the host but numpy.
+
+`SamplerBackend` is that interface for a backend with a DiT backbone and a windowed decoder: its songs run
+the one sampler (`device_worker.sampling`) on `self.backbone`, so a backend adds only its network.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from device_worker.wire import Tensor
+from device_worker.shapes import plan_windows
+from device_worker.wire import BF16, Tensor
 
 Progress = Callable[[str, float], None]  # (stage, fraction 0..1)
 
@@ -149,3 +153,89 @@ class Backend(abc.ABC):
     def close(self) -> None:
         """Release the device (called once, at exit)."""
         return None  # the torch backend frees with the process; ttnn closes its mesh device here
+
+
+def to_torch(t: Tensor | None) -> Any:
+    """numpy (or BF16 bits) -> a torch tensor of the same dtype that owns its memory (wire views are
+    read-only)."""
+    import torch
+
+    if t is None:
+        return None
+    if isinstance(t, BF16):
+        return torch.from_numpy(t.bits.view(np.int16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(np.array(t, copy=True))
+
+
+def to_numpy(t: Any) -> Tensor:
+    """A torch tensor on any device -> numpy (bfloat16 as BF16 bits)."""
+    import torch
+
+    t = t.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16:
+        return BF16(t.view(torch.int16).numpy().view(np.uint16))
+    return t.numpy()
+
+
+class SamplerBackend(Backend):
+    """A backend whose songs are `sampling.start_song` / `step_song` / `finish_song` on `self.backbone` (a
+    `sampling.Backbone`, set by `load`) and whose decoder yields one VAE window per `next()` (`_decode`).
+    Jobs are stepped one after another, never batched together: a batch of 4 rows instead of 2 may round
+    differently, and the scheduler promises a policy never changes a song."""
+
+    backbone: Any = None
+
+    @abc.abstractmethod
+    def _decode(self, latent: Any, window: int, overlap: int) -> Iterator[Any]:
+        """torch latent [1, 64, T] -> float32 audio blocks [2, n], one per VAE window."""
+
+    def prepare(self, spec: JobSpec) -> JobHandle:
+        from device_worker.sampling import start_song
+
+        windows = len(plan_windows(spec.frames, spec.decode_window, spec.decode_overlap))
+        if spec.latent is not None:  # decode-only job (RemoteVae): no steps
+            handle = JobHandle(spec, None, 0, windows)
+            handle.extra["gen"] = self._decode(to_torch(spec.latent)[None], spec.decode_window, spec.decode_overlap)
+            return self._track(handle)
+        cond = to_torch(spec.cond)
+        state = start_song(
+            self.backbone, text=to_torch(spec.text)[None], style=to_torch(spec.style)[None],
+            negative_style=to_torch(spec.negative_style)[None], duration=spec.frames,
+            cond=None if cond is None else cond[None],
+            edit_segments=[tuple(s) for s in spec.edit_segments] if spec.edit_segments else None,
+            steps=spec.steps, cfg_strength=spec.cfg_strength, sway=spec.sway, seed=spec.seed,
+            start_time=spec.start_time, song_duration=spec.song_duration,
+        )
+        return self._track(JobHandle(spec, state, state.total, windows))
+
+    def step(self, jobs: Sequence[JobHandle]) -> None:
+        from device_worker.sampling import step_song
+
+        for job in jobs:
+            step_song(self.backbone, job.state)
+            job.steps_done = job.state.k
+
+    def latent(self, job: JobHandle) -> Tensor:
+        from device_worker.sampling import finish_song
+
+        lat = finish_song(self.backbone, job.state)  # [1, N, 64] float32; the song's DiT inputs are released
+        job.state = None
+        spec = job.spec
+        # The same call as in-process decoding: a channels-first view of the latent.
+        job.extra["gen"] = self._decode(lat.transpose(1, 2), spec.decode_window, spec.decode_overlap)
+        return to_numpy(lat[0])
+
+    def decode_window(self, job: JobHandle) -> np.ndarray:
+        try:
+            block = next(job.extra["gen"])  # [2, n]
+        except StopIteration:
+            raise RuntimeError(f"VAE decode ended after {job.windows_done} of {job.windows_total} windows") from None
+        job.windows_done += 1
+        return to_numpy(block.float())
+
+    def free(self, job: JobHandle) -> None:
+        if job.state is not None:  # dropped mid-song: the backbone's device inputs first
+            from device_worker.sampling import release_song
+
+            release_song(self.backbone, job.state)
+        super().free(job)

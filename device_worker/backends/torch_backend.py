@@ -1,10 +1,9 @@
 """The torch backend (CPU and CUDA): the model core driven one unit at a time.
 
-A guided step is `sampling.step_song` (both guidance branches in one batch of 2), and the VAE windows are
-`OobleckVAE.decode_windows` advanced one `next()` per unit, so a song through the worker is the same
-sequence of torch calls as `sampling.sample` + `decode_windows` in-process: the same bytes.
-Jobs are stepped one after another, never batched together (a batch of 4 rows instead of 2 may round
-differently, and the scheduler promises a policy never changes a song).
+The backbone is the model core's `DiT` itself: a guided step is `sampling.step_song` (both guidance
+branches in one batch of 2), and the VAE windows are `OobleckVAE.decode_windows` advanced one `next()` per
+unit, so a song through the worker is the same sequence of torch calls as `sampling.sample` +
+`decode_windows` in-process: the same bytes (`SamplerBackend` holds the song calls).
 """
 
 from __future__ import annotations
@@ -12,15 +11,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from device_worker.backends.base import Backend, JobHandle, JobSpec, NotSupported, Progress
-from device_worker.shapes import plan_windows
-from device_worker.wire import BF16, Tensor
+from device_worker.backends.base import NotSupported, Progress, SamplerBackend, to_numpy, to_torch
+from device_worker.wire import Tensor
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +43,7 @@ def model_id(path: str) -> str:
     return f"{p.parent.name}/{p.name}:{size}:{h.hexdigest()}"
 
 
-class TorchBackend(Backend):
+class TorchBackend(SamplerBackend):
     name = "torch"
 
     def __init__(self, device: str = "cpu", precision: str = "float32", threads: int | None = None,
@@ -59,26 +57,6 @@ class TorchBackend(Backend):
         self._style_model: Any = None
         self.dit: Any = None
         self.vae: Any = None
-
-    # ---- helpers -------------------------------------------------------------------------------------
-    def _torch(self, t: Tensor | None) -> Any:
-        """numpy (or BF16 bits) -> a torch tensor that owns its memory (wire views are read-only)."""
-        import torch
-
-        if t is None:
-            return None
-        if isinstance(t, BF16):
-            return torch.from_numpy(t.bits.view(np.int16).copy()).view(torch.bfloat16)
-        return torch.from_numpy(np.array(t, copy=True))
-
-    @staticmethod
-    def _numpy(t: Any) -> Tensor:
-        import torch
-
-        t = t.detach().cpu().contiguous()
-        if t.dtype == torch.bfloat16:
-            return BF16(t.view(torch.int16).numpy().view(np.uint16))
-        return t.numpy()
 
     # ---- the core five -------------------------------------------------------------------------------
     def load(self, dit: str, vae: str, progress: Progress) -> dict[str, str]:
@@ -101,7 +79,8 @@ class TorchBackend(Backend):
         from device_worker.models import load_dit, load_vae
 
         progress("dit", 0.05)
-        self.dit = load_dit(dit, device=self.device, dtype=getattr(torch, self.precision), precision=self.mode)
+        self.dit = self.backbone = load_dit(dit, device=self.device, dtype=getattr(torch, self.precision),
+                                            precision=self.mode)
         progress("vae", 0.7)
         self.vae = load_vae(vae, device=self.device)
         if self.style_path:
@@ -113,60 +92,16 @@ class TorchBackend(Backend):
             ids["style"] = model_id(self.style_path)
         return ids
 
-    def prepare(self, spec: JobSpec) -> JobHandle:
-        from device_worker.sampling import start_song
-
-        window, overlap = spec.decode_window, spec.decode_overlap
-        if spec.latent is not None:  # decode-only job (RemoteVae): no steps
-            frames = spec.latent.shape[-1]
-            handle = JobHandle(spec, None, 0, len(plan_windows(frames, window, overlap)))
-            lat = self._torch(spec.latent).to(self.device)  # [64, T]
-            handle.extra["gen"] = self.vae.decode_windows(lat[None], window, overlap)
-        else:
-            frames = spec.frames
-            cond = self._torch(spec.cond)
-            state = start_song(
-                self.dit, text=self._torch(spec.text)[None], style=self._torch(spec.style)[None],
-                negative_style=self._torch(spec.negative_style)[None], duration=frames,
-                cond=None if cond is None else cond[None],
-                edit_segments=[tuple(s) for s in spec.edit_segments] if spec.edit_segments else None,
-                steps=spec.steps, cfg_strength=spec.cfg_strength, sway=spec.sway, seed=spec.seed,
-                start_time=spec.start_time, song_duration=spec.song_duration,
-            )
-            handle = JobHandle(spec, state, state.total, len(plan_windows(frames, window, overlap)))
-        return self._track(handle)
-
-    def step(self, jobs: Sequence[JobHandle]) -> None:
-        from device_worker.sampling import step_song
-
-        for job in jobs:
-            step_song(self.dit, job.state)
-            job.steps_done = job.state.k
-
-    def latent(self, job: JobHandle) -> Tensor:
-        from device_worker.sampling import finish_song
-
-        lat = finish_song(job.state)  # [1, N, 64] float32
-        job.state = None  # the Euler state and the prepared DiT inputs are no longer needed
-        spec = job.spec
-        # The same call as in-process decoding: a channels-first view of the latent.
-        job.extra["gen"] = self.vae.decode_windows(lat.transpose(1, 2), spec.decode_window, spec.decode_overlap)
-        return self._numpy(lat[0])
-
-    def decode_window(self, job: JobHandle) -> np.ndarray:
-        try:
-            block = next(job.extra["gen"])  # [1, 2, n]
-        except StopIteration:
-            raise RuntimeError(f"VAE decode ended after {job.windows_done} of {job.windows_total} windows") from None
-        job.windows_done += 1
-        return self._numpy(block[0].float())
+    def _decode(self, latent: Any, window: int, overlap: int) -> Iterator[Any]:
+        for block in self.vae.decode_windows(latent.to(self.device), window, overlap):
+            yield block[0]  # [1, 2, n] -> [2, n]
 
     # ---- optional services ---------------------------------------------------------------------------
     def encode(self, audio: np.ndarray, seed: int) -> np.ndarray:
         from device_worker.vae import draw_latent
 
-        encoded = self.vae.encode(self._torch(audio)[None].to(self.device))  # [1, 128, T]
-        return self._numpy(draw_latent(encoded, seed)[0].T)  # [T, 64]
+        encoded = self.vae.encode(to_torch(audio)[None].to(self.device))  # [1, 128, T]
+        return to_numpy(draw_latent(encoded, seed)[0].T)  # [T, 64]
 
     def _load_style(self, path: str) -> Any:
         try:
@@ -181,19 +116,19 @@ class TorchBackend(Backend):
         if texts is not None:
             emb = self._style_model.embed_text(list(texts))
         else:
-            emb = self._style_model.embed_audio(self._torch(audio))
+            emb = self._style_model.embed_audio(to_torch(audio))
         return np.ascontiguousarray(emb.detach().float().cpu().numpy())
 
     def forward(self, tensors: Mapping[str, Tensor], drop_audio_cond: bool, drop_text: bool,
                 drop_prompt: bool) -> Tensor:
         import torch
 
-        t = {k: self._torch(v).to(self.device) for k, v in tensors.items()}
+        t = {k: to_torch(v).to(self.device) for k, v in tensors.items()}
         with torch.inference_mode():
             v = self.dit(t["x"], t["cond"], t["text"], t["time"], drop_audio_cond, drop_text, drop_prompt,
                          style_prompt=t["style_prompt"], start_time=t.get("start_time"),
                          duration=t.get("duration"))
-        return self._numpy(v)
+        return to_numpy(v)
 
     def device_bytes(self) -> int:
         if self.device.startswith("cuda"):

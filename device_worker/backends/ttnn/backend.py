@@ -1,12 +1,11 @@
 """`TtnnBackend`: the worker's Backend interface on one Tenstorrent p100a.
 
-A guided step is one batch-2 DiT call on the card (conditional row, unconditional row) followed by the
-guidance and the Euler update on the host in float32 (`v = v_c + (v_c - v_u) * cfg`, `x += dt * v`), the
-same arithmetic as `device_worker.sampling.step_song`; the noise, time grid, edit mask and fp16-rounded
-start/duration values are built exactly as `start_song` builds them, so one seed is the same song on
-every backend (up to the card's bf16 arithmetic). Jobs are never batched together (a policy must not
-change a song). Before a job's VAE windows, its DiT tensors are freed, so the decoder always runs in the
-device state it was compiled in.
+Songs run the shared sampler (`device_worker.sampling`, through `SamplerBackend`) with the card's DiT as
+its backbone (`tt_dit.TtBackbone`): a guided step is one batch-2 DiT call on the card (conditional row,
+unconditional row), then the guidance and the Euler update on the host in float32, so one seed is the
+same song on every backend (up to the card's bf16 arithmetic). Before a job's VAE windows, its DiT
+tensors are freed (`finish_song` releases them), so the decoder always runs in the device state it was
+compiled in.
 
 Deployment knobs (environment; the worker passes no backend options): DRS_TTNN_CACHE (cache root:
 kernels, converted weights, scratch cwd), DRS_TTNN_TRACE / DRS_TTNN_HIFI2 / DRS_TTNN_BFP8 /
@@ -17,40 +16,29 @@ compiled at start-up, default 128), DRS_TTNN_WARM ("all": compile every 96-285 s
 from __future__ import annotations
 
 import logging
-import math
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from device_worker.backends.base import Backend, JobHandle, JobSpec, Progress
+from device_worker.backends.base import Progress, SamplerBackend, to_torch
 from device_worker.backends.ttnn.runtime import require_ttnn, ttnn_version
-from device_worker.wire import BF16, Tensor
+from device_worker.wire import Tensor
 
 require_ttnn()  # fail at import, in a sentence naming the environment to use (see runtime.INSTALL_HINT)
 
 from device_worker.backends.ttnn.device import Card, DeviceSettings, parse_device  # noqa: E402
-from device_worker.backends.ttnn.plan import WarmShape, song_buckets  # noqa: E402
+from device_worker.backends.ttnn.plan import WarmShape, base_buckets, song_buckets  # noqa: E402
 from device_worker.backends.ttnn.precision import DRPrecision  # noqa: E402
-from device_worker.shapes import DECODE_WINDOW, plan_windows  # noqa: E402
+from device_worker.shapes import DECODE_WINDOW  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
 
-def _torch(t: Tensor | None) -> Any:
-    import torch
-
-    if t is None:
-        return None
-    if isinstance(t, BF16):
-        return torch.from_numpy(t.bits.view(np.int16).copy()).view(torch.bfloat16).float()
-    return torch.from_numpy(np.array(t, copy=True))
-
-
-class TtnnBackend(Backend):
+class TtnnBackend(SamplerBackend):
     name = "ttnn"
 
     def __init__(self, device: str = "0", precision: str = "float32", *, prec: DRPrecision | None = None,
@@ -67,7 +55,7 @@ class TtnnBackend(Backend):
                                  else (int(w) for w in env_windows.split(",") if w.strip()))
         self.warm_mode = warm if warm is not None else os.environ.get("DRS_TTNN_WARM", "none")
         self.card = Card(settings)
-        self.dit: Any = None  # tt_dit.TtDiT
+        self.dit: Any = None  # tt_dit.TtDiT (self.backbone: the sampler's view of it, tt_dit.TtBackbone)
         self.vae: Any = None  # tt_vae.TtOobleck
         self.core: Any = None  # the model core's DiT with only its host modules kept
         self.warm_times: dict[str, float] = {}  # WarmShape.key -> compile seconds
@@ -83,7 +71,7 @@ class TtnnBackend(Backend):
 
         self.model_ids = {"dit": model_id(dit), "vae": model_id(vae)}
         dev = self.card.open()
-        from device_worker.backends.ttnn.tt_dit import HOST_KEYS, TtDiT
+        from device_worker.backends.ttnn.tt_dit import HOST_KEYS, TtBackbone, TtDiT
         from device_worker.backends.ttnn.tt_vae import TtOobleck
 
         progress("dit", 0.05)
@@ -99,6 +87,7 @@ class TtnnBackend(Backend):
         key = cache_key("dit", model_id(dit), ttnn_version(), self.prec.weight_dtype)  # per checkpoint
         tensorbin = self.settings.root / "tensorbin" / key
         self.dit = TtDiT(dev, core, weights, self.prec, cache=tensorbin)
+        self.backbone = TtBackbone(self.dit)
         del weights
         progress("vae", 0.6)
         self.vae = TtOobleck(dev, convert_vae(load_vae(vae).state_dict()), self.prec)
@@ -116,7 +105,7 @@ class TtnnBackend(Backend):
         return self.model_ids
 
     def _buckets(self) -> list[int]:
-        return song_buckets() if self.core.cfg.max_frames > 2048 else [2048]
+        return song_buckets() if self.core.cfg.max_frames > 2048 else base_buckets()
 
     def warm(self, shape: WarmShape) -> float:
         """Compile one shape (a DiT bucket with its guidance rows, or a VAE window); returns seconds."""
@@ -163,102 +152,9 @@ class TtnnBackend(Backend):
         except (OSError, ValueError):
             return []
 
-    # ---- jobs ------------------------------------------------------------------------------------------
-    def prepare(self, spec: JobSpec) -> JobHandle:
-        import torch
-
-        from device_worker.dit import fp16_value
-        from device_worker.sampling import make_noise
-
-        window, overlap = spec.decode_window, spec.decode_overlap
-        if spec.latent is not None:  # decode-only job (RemoteVae)
-            lat = _torch(spec.latent).float()  # [64, T]
-            handle = JobHandle(spec, None, 0, len(plan_windows(lat.shape[-1], window, overlap)))
-            handle.extra["gen"] = self.vae.decode_windows(lat, window, overlap)
-            return self._track(handle)
-        n, m = spec.frames, self.core.cfg.mel_dim
-        if spec.steps < 2:
-            raise ValueError("steps must be >= 2 (steps points, steps - 1 Euler updates)")
-        text = _torch(spec.text).long().reshape(1, n)
-        style, neg = _torch(spec.style).float().reshape(1, -1), _torch(spec.negative_style).float().reshape(1, -1)
-        cond = torch.zeros(1, n, m) if spec.cond is None else _torch(spec.cond).float().reshape(1, -1, m)[:, :n]
-        cond = torch.nn.functional.pad(cond, (0, 0, 0, n - cond.shape[1]))
-        pred = torch.ones(n, dtype=torch.bool)
-        if spec.edit_segments:
-            frames = torch.arange(n)
-            pred = torch.zeros(n, dtype=torch.bool)
-            for a, b in spec.edit_segments:
-                pred |= (frames >= int(a)) & (frames < int(b))
-        step_cond = torch.where(pred[None, :, None], 0, cond)
-        t = torch.linspace(0, 1, spec.steps)
-        if spec.sway is not None:
-            t = t + spec.sway * (torch.cos(math.pi / 2 * t) - 1 + t)
-        start = fp16_value(spec.start_time)
-        dur = None
-        if self.core.cfg.duration_embed:
-            dur = fp16_value(n / self.core.cfg.max_frames if spec.song_duration is None else spec.song_duration)
-        guided = spec.cfg_strength >= 1e-5
-        if guided and self.prec.batch_branches:  # one batch-2 song: conditional row, unconditional row
-            songs = [self.dit.prepare(torch.cat((step_cond, torch.zeros_like(step_cond))),
-                                      torch.cat((text, torch.zeros_like(text))), torch.cat((style, neg)), start, dur)]
-        elif guided:  # two batch-1 calls (the port's way; DRS_TTNN_BATCH_BRANCHES=0)
-            songs = [self.dit.prepare(step_cond, text, style, start, dur),
-                     self.dit.prepare(torch.zeros_like(step_cond), torch.zeros_like(text), neg, start, dur)]
-        else:
-            songs = [self.dit.prepare(step_cond, text, style, start, dur)]
-        state = {"x": make_noise([int(spec.seed)], n, m), "t": t, "songs": songs, "cond": cond, "pred": pred,
-                 "cfg": float(spec.cfg_strength), "k": 0}
-        handle = JobHandle(spec, state, spec.steps - 1, len(plan_windows(n, window, overlap)))
-        return self._track(handle)
-
-    def step(self, jobs: Sequence[JobHandle]) -> None:
-        import torch
-
-        for job in jobs:  # one job per call: batching jobs could change their bytes
-            st = job.state
-            k, x = st["k"], st["x"]
-            t0, t1 = st["t"][k], st["t"][k + 1]
-            songs = st["songs"]
-            if len(songs) == 1 and songs[0].batch == 2:
-                v_c, v_u = self.dit.forward(torch.cat((x, x)), t0, songs[0]).chunk(2)
-            elif len(songs) == 2:
-                v_c, v_u = self.dit.forward(x, t0, songs[0]), self.dit.forward(x, t0, songs[1])
-            else:
-                v_c = v_u = self.dit.forward(x, t0, songs[0])
-            v = v_c + (v_c - v_u) * st["cfg"] if len(songs) == 2 or songs[0].batch == 2 else v_c
-            st["x"] = x + (t1 - t0) * v
-            st["k"] = job.steps_done = k + 1
-
-    def latent(self, job: JobHandle) -> Tensor:
-        import torch
-
-        st = job.state
-        if st["k"] < job.steps_total:
-            raise RuntimeError(f"song not finished: {st['k']} of {job.steps_total} steps done")
-        lat = torch.where(st["pred"][None, :, None], st["x"], st["cond"]).float()  # [1, n, 64]
-        self._release_songs(job)  # the decoder runs in the device state it was compiled in
-        job.state = None
-        job.extra["gen"] = self.vae.decode_windows(lat[0].t().contiguous(), job.spec.decode_window,
-                                                   job.spec.decode_overlap)
-        return np.ascontiguousarray(lat[0].numpy())
-
-    def decode_window(self, job: JobHandle) -> np.ndarray:
-        try:
-            block = next(job.extra["gen"])  # [2, n]
-        except StopIteration:
-            raise RuntimeError(f"VAE decode ended after {job.windows_done} of {job.windows_total} windows") from None
-        job.windows_done += 1
-        return np.ascontiguousarray(block.float().numpy())
-
-    def _release_songs(self, job: JobHandle) -> None:
-        if isinstance(job.state, dict):
-            for song in job.state.get("songs", []):
-                self.dit.release(song)
-            job.state["songs"] = []
-
-    def free(self, job: JobHandle) -> None:
-        self._release_songs(job)  # the per-song device tensors, then what every backend drops
-        super().free(job)
+    # ---- jobs (the song calls are SamplerBackend's) ---------------------------------------------------
+    def _decode(self, latent: Any, window: int, overlap: int) -> Iterator[Any]:
+        return self.vae.decode_windows(latent[0].float().contiguous(), window, overlap)  # [64, T] -> [2, n] each
 
     # ---- services ----------------------------------------------------------------------------------------
     def forward(self, tensors: Mapping[str, Tensor], drop_audio_cond: bool, drop_text: bool,
@@ -266,7 +162,8 @@ class TtnnBackend(Backend):
         """Upstream's DiT.forward arguments (the RemoteDiT path) -> velocity [B, N, 64] float32."""
         import torch
 
-        t = {k: _torch(v) for k, v in tensors.items()}
+        t = {k: to_torch(v) for k, v in tensors.items()}
+        t = {k: v.float() if v.dtype == torch.bfloat16 else v for k, v in t.items()}
         x, cond, text = t["x"].float(), t["cond"].float(), t["text"].long()
         style = t["style_prompt"].float()
         if drop_audio_cond:

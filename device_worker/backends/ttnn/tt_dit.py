@@ -7,6 +7,8 @@ Per step (`forward`): only x [b, s, 64] fp32 and three fp32 rows per branch go u
 shift); the velocity [b, n, 64] fp32 comes back. Both branches run as one batch-2 call: the weights are
 read once per step and every matmul has twice the rows (DRPrecision.batch_branches).
 
+`TtBackbone` is this DiT as the shared sampler's backbone (`device_worker.sampling.Backbone`).
+
 Trace (DRPrecision.trace): after every bucket has run eagerly (compiled), `capture` allocates each
 bucket's persistent inputs and per-song slots, then records one trace per bucket; a step copies x and
 the rows into the inputs and, when the bucket's resident song changes, the song's tensors (kept on the
@@ -373,3 +375,38 @@ class TtDiT:
 
             self._tracer = DiTTracer(self)
         return self._tracer
+
+
+class TtBackbone:
+    """`TtDiT` as the shared sampler's backbone (`device_worker.sampling.Backbone`): host tensors in and out,
+    float32 state. A prepared song is a list of `TtSong`: one batch-2 song for both guidance rows, or, with
+    `DRPrecision.batch_branches` off (DRS_TTNN_BATCH_BRANCHES=0, the port's way), one batch-1 song per row,
+    each its own call, so every traced bucket stays batch 1."""
+
+    device = torch.device("cpu")  # the card's inputs are built on the host and uploaded per call
+    state_dtype = torch.float32
+
+    def __init__(self, dit: TtDiT) -> None:
+        self.dit, self.cfg = dit, dit.cfg
+
+    def prepare(self, cond: torch.Tensor, text: torch.Tensor, style_prompt: torch.Tensor,
+                start_time: torch.Tensor | None = None, duration: torch.Tensor | None = None) -> list[TtSong]:
+        if self.dit.prec.batch_branches or text.shape[0] == 1:
+            return [self.dit.prepare(cond, text, style_prompt, start_time, duration)]
+        return [self.dit.prepare(cond[i : i + 1], text[i : i + 1], style_prompt[i : i + 1], _row(start_time, i),
+                                 _row(duration, i)) for i in range(text.shape[0])]
+
+    def forward_prepared(self, x: torch.Tensor, time: torch.Tensor, songs: list[TtSong]) -> torch.Tensor:
+        if len(songs) == 1:
+            return self.dit.forward(x, time, songs[0])
+        return torch.cat([self.dit.forward(x[i : i + 1], time, song) for i, song in enumerate(songs)])
+
+    def release(self, songs: list[TtSong]) -> None:
+        for song in songs:
+            self.dit.release(song)
+        songs.clear()
+
+
+def _row(v: torch.Tensor | None, i: int) -> torch.Tensor | None:
+    """Row i of a per-row value (b,), or the value itself when it is shared (None or one element)."""
+    return v if v is None or v.numel() == 1 else v[i : i + 1]
