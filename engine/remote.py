@@ -34,7 +34,7 @@ from device_worker import wire
 from engine.remote_calls import (
     TERMINAL,
     Event,
-    Job,
+    RemoteJob,
     RemoteVae,
     SongResult,
     WorkerDeadError,
@@ -44,7 +44,7 @@ from engine.remote_calls import (
     collect,
 )
 
-__all__ = ["TERMINAL", "Event", "Job", "RemoteDiT", "RemoteVae", "SongResult", "Worker", "WorkerDeadError",
+__all__ = ["TERMINAL", "Event", "RemoteJob", "RemoteVae", "SongResult", "Worker", "WorkerDeadError",
            "WorkerError", "collect"]
 
 logger = logging.getLogger(__name__)
@@ -241,7 +241,7 @@ class Worker:
 
     # ---- requests -----------------------------------------------------------------------------------
     def submit(self, text: np.ndarray, style: Any, negative_style: Any, *, cond: Any = None,
-               **options: Any) -> Job:
+               **options: Any) -> RemoteJob:
         """A song job: text int64 [N] (lyric id per frame), style/negative_style [512], cond [N, 64] or None;
         options are `protocol.Submit` fields (steps, cfg_strength, seed, edit_segments, decode_window, ...)."""
         tensors = {"text": np.asarray(text, dtype=np.int64), "style": _host(style),
@@ -250,7 +250,7 @@ class Worker:
             tensors["cond"] = _host(cond)
         return self._request(P.Submit(**options), tensors)
 
-    def decode(self, latent_cn: Any, window: int = 128, overlap: int = 32) -> Job:
+    def decode(self, latent_cn: Any, window: int = 128, overlap: int = 32) -> RemoteJob:
         """A decode-only job: latent float32 [64, T] -> WINDOW events, then DONE."""
         return self._request(P.Decode(window, overlap), {"latent": np.asarray(_host(latent_cn), np.float32)})
 
@@ -276,10 +276,10 @@ class Worker:
     def stats(self, timeout_s: float = 10.0) -> P.StatsReply:
         return self._request(P.Stats(), {}).reply(timeout_s).body
 
-    def _request(self, body: Any, tensors: Mapping[str, Any]) -> Job:
+    def _request(self, body: Any, tensors: Mapping[str, Any]) -> RemoteJob:
         self.ensure_alive()
         rid = next(self._rids)
-        job = Job(self, rid)
+        job = RemoteJob(self, rid)
         self._send(body, rid, tensors, waiter=job._q)
         return job
 
@@ -378,8 +378,9 @@ class Worker:
             q.put(_Dead(err))
 
 
-def RemoteDiT(worker: Worker) -> Any:  # noqa: N802 - a class-like factory, so engine.remote stays torch-free
-    """A torch module that stands in for the model core's DiT (and upstream `cfm.transformer`)."""
-    from engine.remote_dit import RemoteDiTModule
+def __getattr__(name: str) -> Any:  # RemoteDiT is a torch module: built on first use, so no torch here
+    if name == "RemoteDiT":
+        from engine.remote_dit import RemoteDiT
 
-    return RemoteDiTModule(worker)
+        return RemoteDiT
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

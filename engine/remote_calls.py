@@ -1,4 +1,4 @@
-"""Requests in flight on the engine side: events, jobs (iterate, cancel), results, and `RemoteVae`.
+"""Requests in flight on the engine side: events, `RemoteJob` (iterate, cancel), results, `RemoteVae`.
 
 Split from `engine.remote` (which re-exports everything here). No torch at import time.
 """
@@ -46,7 +46,7 @@ class _Dead:
         self.error = error
 
 
-class Job:
+class RemoteJob:
     """A request in flight: a song job (SUBMIT/DECODE) or a call. Iterate `events()`; `cancel()` any time."""
 
     def __init__(self, worker: Any, rid: int) -> None:
@@ -106,7 +106,7 @@ class SongResult:
     events: list[Event]
 
 
-def collect(job: Job, timeout_s: float | None = 600.0) -> SongResult:
+def collect(job: RemoteJob, timeout_s: float | None = 600.0) -> SongResult:
     """Run a job to the end: the latent, the audio windows joined, the timings. Raises WorkerError on
     ERROR or CANCELLED."""
     latent, blocks, evs = None, [], []

@@ -1,24 +1,32 @@
-"""`RemoteDiT`: a torch module that forwards every DiT call to the device worker (imports torch).
+"""`RemoteDiT`: the worker's DiT as a torch module on the host, for upstream-style calling code.
 
-It answers the model core's DiT interface (`forward` with upstream's arguments, plus `prepare` /
-`forward_prepared`, `cfg`, `dtype`, `state_dtype`, `proj_out.weight.device`), so both
-`device_worker.sampling.sample(RemoteDiT(worker), ...)` and upstream `CFM.sample` with
-`cfm.transformer = RemoteDiT(worker)` run unchanged. `prepare` only keeps the per-song tensors on the
-host; each `forward_prepared` sends them with `x` in one FORWARD, and the worker runs its own
-`DiT.forward` (prepare + forward_prepared) on them: the same torch calls, so the same velocity.
-This is the compatibility path; songs go through `Worker.submit`, which sends the per-song tensors once.
+It is the sampler's `Backbone` (`device`, `state_dtype`, `cfg`, `prepare`, `forward_prepared`, `release`)
+and has upstream's `DiT.forward` arguments, so `device_worker.sampling.sample(RemoteDiT(worker), ...)` and
+code that holds a CFM with `cfm.transformer = RemoteDiT(worker)` run unchanged; see
+examples/upstream_style.py. `prepare` only keeps the per-song tensors on the host; each `forward_prepared`
+sends them with `x` in one FORWARD, and the worker runs its own `DiT.forward` (prepare + forward_prepared)
+on them: the same torch calls, so the same velocity. This is the compatibility path; songs go through
+`Worker.submit`, which sends the per-song tensors once.
+
+A torch module needs torch, and the engine imports none: the class is built on first access
+(`engine.remote_dit.RemoteDiT` or `engine.remote.RemoteDiT`), so `import engine` stays torch-free.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
-from engine.remote import Worker, _host
+from engine.remote_calls import _host
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["RemoteCache"]  # and RemoteDiT, built on first access (module __getattr__)
 
 
 @dataclass
@@ -39,62 +47,72 @@ class RemoteCache:
         return int(self.text.shape[0])
 
 
-class RemoteDiTModule(torch.nn.Module):
-    """The worker's DiT behind the model core's DiT interface."""
+def __getattr__(name: str) -> Any:
+    if name == "RemoteDiT":
+        return _remote_dit_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    def __init__(self, worker: Worker, timeout_s: float = 300.0) -> None:
-        super().__init__()
-        ready = worker.ready or worker.wait_ready()
-        info = ready.info
-        if "dit.mel_dim" not in info:
-            raise RuntimeError(f"the worker's READY does not describe its DiT (backend info {sorted(info)}); "
-                               "RemoteDiT needs a backend that reports dit.* fields")
-        self.worker = worker
-        self.timeout_s = timeout_s
-        self.cfg = SimpleNamespace(mel_dim=int(info["dit.mel_dim"]), max_frames=int(info["dit.max_frames"]),
-                                   duration_embed=info["dit.duration_embed"] == "1")
-        self._dtype = getattr(torch, info["dit.dtype"])
-        self._state_dtype = getattr(torch, info["dit.state_dtype"])
-        # The sampler asks `dit.proj_out.weight.device` where to build its tensors: here, on the host CPU.
-        self.proj_out = SimpleNamespace(weight=torch.empty(0, dtype=self._dtype))
 
-    @property
-    def dtype(self) -> torch.dtype:
-        return self._dtype
+@functools.cache
+def _remote_dit_class() -> type:
+    import torch
 
-    @property
-    def state_dtype(self) -> torch.dtype:
-        return self._state_dtype
+    class RemoteDiT(torch.nn.Module):
+        """The worker's DiT behind the model core's DiT interface. `worker` is an `engine.remote.Worker`
+        whose backend describes its DiT in READY (`dit.*` info: the torch and ttnn backends do)."""
 
-    def _scalar(self, v: Any) -> Any:
-        # The in-process DiT turns a python float into a state-dtype tensor; do the same before sending.
-        if v is None:
-            return None
-        return _host(v if isinstance(v, torch.Tensor) else torch.tensor(float(v), dtype=self._state_dtype))
+        device = torch.device("cpu")  # the sampler's tensors stay on the host; each FORWARD carries them
 
-    def prepare(self, cond: torch.Tensor, text: torch.Tensor, style_prompt: torch.Tensor, start_time: Any = None,
-                duration: Any = None, drop_audio_cond: bool = False, drop_text: bool = False,
-                drop_prompt: bool = False) -> RemoteCache:
-        return RemoteCache(cond, text, style_prompt, start_time, duration, drop_audio_cond, drop_text, drop_prompt)
+        def __init__(self, worker: Any, timeout_s: float = 300.0) -> None:
+            super().__init__()
+            info = (worker.ready or worker.wait_ready()).info
+            if "dit.mel_dim" not in info:
+                raise RuntimeError(f"the worker's READY does not describe its DiT (backend info {sorted(info)}); "
+                                   "RemoteDiT needs a backend that reports dit.* fields")
+            self.worker = worker
+            self.timeout_s = timeout_s
+            self.cfg = SimpleNamespace(mel_dim=int(info["dit.mel_dim"]), max_frames=int(info["dit.max_frames"]),
+                                       duration_embed=info["dit.duration_embed"] == "1")
+            self.dtype: torch.dtype = getattr(torch, info["dit.dtype"])
+            self.state_dtype: torch.dtype = getattr(torch, info["dit.state_dtype"])
 
-    def forward_prepared(self, x: torch.Tensor, time: Any, cache: RemoteCache) -> torch.Tensor:
-        return self.forward(x, cache.cond, cache.text, time, cache.drop_audio_cond, cache.drop_text,
-                            cache.drop_prompt, style_prompt=cache.style_prompt, start_time=cache.start_time,
-                            duration=cache.duration)
+        def _scalar(self, v: Any) -> Any:
+            # The in-process DiT turns a python float into a state-dtype tensor; do the same before sending.
+            if v is None:
+                return None
+            return _host(v if isinstance(v, torch.Tensor) else torch.tensor(float(v), dtype=self.state_dtype))
 
-    def forward(self, x: torch.Tensor, cond: torch.Tensor, text: torch.Tensor, time: Any,
-                drop_audio_cond: bool = False, drop_text: bool = False, drop_prompt: bool = False,
-                style_prompt: torch.Tensor | None = None, start_time: Any = None, duration: Any = None) -> torch.Tensor:
-        """Upstream `DiT.forward`: x, cond [B, N, 64], text [B, N], time () or [B] -> velocity [B, N, 64]."""
-        if style_prompt is None:
-            raise ValueError("style_prompt is required (upstream has no default either)")
-        tensors = {"x": _host(x), "cond": _host(cond), "text": _host(text.long()), "time": self._scalar(time),
-                   "style_prompt": _host(style_prompt)}
-        for name, v in (("start_time", start_time), ("duration", duration)):
-            if v is not None:
-                tensors[name] = self._scalar(v)
-        v = self.worker.forward(tensors, drop_audio_cond=bool(drop_audio_cond), drop_text=bool(drop_text),
-                                drop_prompt=bool(drop_prompt), timeout_s=self.timeout_s)
-        if hasattr(v, "bits"):  # bfloat16 comes back as raw bits
-            return torch.from_numpy(v.bits.view(np.int16).copy()).view(torch.bfloat16).to(x.device)
-        return torch.from_numpy(v.copy()).to(x.device)
+        def prepare(self, cond: torch.Tensor, text: torch.Tensor, style_prompt: torch.Tensor, start_time: Any = None,
+                    duration: Any = None, drop_audio_cond: bool = False, drop_text: bool = False,
+                    drop_prompt: bool = False) -> RemoteCache:
+            return RemoteCache(cond, text, style_prompt, start_time, duration, drop_audio_cond, drop_text,
+                               drop_prompt)
+
+        def forward_prepared(self, x: torch.Tensor, time: Any, cache: RemoteCache) -> torch.Tensor:
+            return self.forward(x, cache.cond, cache.text, time, cache.drop_audio_cond, cache.drop_text,
+                                cache.drop_prompt, style_prompt=cache.style_prompt, start_time=cache.start_time,
+                                duration=cache.duration)
+
+        def release(self, cache: RemoteCache) -> None:
+            """Nothing to free: the worker holds no state between FORWARDs."""
+
+        def forward(self, x: torch.Tensor, cond: torch.Tensor, text: torch.Tensor, time: Any,
+                    drop_audio_cond: bool = False, drop_text: bool = False, drop_prompt: bool = False,
+                    style_prompt: torch.Tensor | None = None, start_time: Any = None,
+                    duration: Any = None) -> torch.Tensor:
+            """Upstream `DiT.forward`: x, cond [B, N, 64], text [B, N], time () or [B] -> velocity [B, N, 64]."""
+            if style_prompt is None:
+                raise ValueError("style_prompt is required (upstream has no default either)")
+            tensors = {"x": _host(x), "cond": _host(cond), "text": _host(text.long()), "time": self._scalar(time),
+                       "style_prompt": _host(style_prompt)}
+            for name, v in (("start_time", start_time), ("duration", duration)):
+                if v is not None:
+                    tensors[name] = self._scalar(v)
+            v = self.worker.forward(tensors, drop_audio_cond=bool(drop_audio_cond), drop_text=bool(drop_text),
+                                    drop_prompt=bool(drop_prompt), timeout_s=self.timeout_s)
+            if hasattr(v, "bits"):  # bfloat16 comes back as raw bits
+                return torch.from_numpy(v.bits.view(np.int16).copy()).view(torch.bfloat16).to(x.device)
+            return torch.from_numpy(v.copy()).to(x.device)
+
+    RemoteDiT.__module__, RemoteDiT.__qualname__ = __name__, "RemoteDiT"
+    return RemoteDiT
