@@ -12,18 +12,13 @@ from dataclasses import dataclass
 
 from device_worker.shapes import (
     BASE_FRAMES,
-    DECODE_OVERLAP,
     DECODE_WINDOW,
     FULL_MAX_SECONDS,
     FULL_MIN_SECONDS,
     SEQ_BUCKET,
-    Window,
     end_frame_for,
-    plan_windows,
     seq_bucket,
 )
-
-TILE = 32  # ttnn tile edge: every TILE-layout tensor's last two dims are padded to multiples of 32
 
 
 @dataclass(frozen=True)
@@ -60,17 +55,6 @@ def base_buckets(bucket: int = SEQ_BUCKET) -> list[int]:
     return [seq_bucket(BASE_FRAMES, bucket)]
 
 
-def vae_plan(frames: int, window: int = DECODE_WINDOW, overlap: int = DECODE_OVERLAP) -> list[Window]:
-    """The decode plan (`shapes.plan_windows`: upstream's splice rule); for frames > window every window
-    has exactly `window` frames, so one compiled decoder program serves every song."""
-    return plan_windows(frames, window, overlap)
-
-
-def vae_window_shapes(frames: int, window: int = DECODE_WINDOW, overlap: int = DECODE_OVERLAP) -> list[int]:
-    """Distinct decoder input lengths a song needs (one for any song longer than the window)."""
-    return sorted({w.length for w in vae_plan(frames, window, overlap)})
-
-
 @dataclass(frozen=True)
 class WarmShape:
     """One compiled shape: `kind` "dit" (sequence `length`, `batch` guidance rows) or "vae" (window)."""
@@ -92,6 +76,3 @@ def warm_plan(min_s: int = FULL_MIN_SECONDS, max_s: int = FULL_MAX_SECONDS, *, b
     plan += [WarmShape("dit", s, batch) for s in song_buckets(min_s, max_s, bucket)]
     return plan
 
-
-def round_up(n: int, m: int = TILE) -> int:
-    return -(-n // m) * m
