@@ -9,7 +9,7 @@ import torch
 from reference_cases import load_case, one_thread  # noqa: F401 (autouse fixture)
 
 from device_worker.models import load_dit
-from device_worker.sampling import Cancelled, finish_song, make_noise, sample, start_song, step_song
+from device_worker.sampling import Backbone, Cancelled, finish_song, make_noise, sample, start_song, step_song
 
 FP32_CASES = ["sampler_base_lyrics", "sampler_full_instrumental", "sampler_full_edit", "sampler_base_cfg0"]
 
@@ -154,3 +154,31 @@ def test_text_must_have_one_id_per_frame(tiny) -> None:
     song["duration"] = 31
     with pytest.raises(ValueError, match="one per frame"):
         start_song(tiny, **song)
+
+
+class CountingBackbone:
+    """The tiny DiT behind the Backbone protocol, counting what the sampler asks of it."""
+
+    def __init__(self, dit) -> None:
+        self.dit, self.cfg, self.device, self.state_dtype = dit, dit.cfg, dit.device, dit.state_dtype
+        self.prepared, self.released = [], []
+
+    def prepare(self, *args):
+        self.prepared.append(self.dit.prepare(*args))
+        return self.prepared[-1]
+
+    def forward_prepared(self, x, time, cache):
+        return self.dit.forward_prepared(x, time, cache)
+
+    def release(self, cache) -> None:
+        self.released.append(cache)
+
+
+def test_any_backbone_runs_the_sampler_and_each_cache_is_released_once(tiny) -> None:
+    net = CountingBackbone(tiny)
+    assert isinstance(net, Backbone) and isinstance(tiny, Backbone)
+    assert torch.equal(sample(net, **small_song(), seed=3), sample(tiny, **small_song(), seed=3))
+    assert [id(c) for c in net.released] == [id(c) for c in net.prepared] and len(net.prepared) == 1  # by finish
+    with pytest.raises(Cancelled):
+        sample(net, **small_song(), seed=3, callback=lambda k, total: False)
+    assert [id(c) for c in net.released] == [id(c) for c in net.prepared] and len(net.prepared) == 2  # cancelled

@@ -14,7 +14,7 @@ from ttnn_fixtures import CARD_CFG, fake_ttnn, one_thread, pcc, random_dit, save
 from device_worker.backends.base import JobSpec
 from device_worker.backends.ttnn.reference import DeviceShapedDiT
 from device_worker.models import load_dit
-from device_worker.sampling import make_noise
+from device_worker.sampling import Backbone, make_noise
 from device_worker.vae import load_vae
 
 
@@ -66,6 +66,7 @@ def test_a_song_through_the_backend_equals_the_reference_sampler(fake_ttnn, ckpt
     be = make(fake_ttnn, tmp_path)
     ids = be.load(str(ckpt), str(tiny_vae), lambda stage, frac: None)
     assert set(ids) == {"dit", "vae"}
+    assert isinstance(be.backbone, Backbone)  # the shared sampler drives the card's DiT
     info = be.info()
     assert info["warm_shapes"] == "vae:16x1" and info["grid"] == "11x10" and info["dit.max_frames"] == "6144"
     dev = be.card.dev
