@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -232,3 +233,130 @@ def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytes
     res = run_cli(args, tmp_path)
     assert res.exit_code == 2 and res.stderr.startswith("error: ") and message in res.stderr
     assert res.stderr.count("\n") == 1
+
+
+# ---- hostile jobs files (issue 14): each is that line's problem, never a traceback or a hang ----------------
+
+
+def test_a_deeply_nested_line_is_that_lines_problem(tmp_path: Path) -> None:
+    deep = "[" * 100_000 + "]" * 100_000  # RecursionError inside json.loads
+    under_the_limit = {"id": "b", "style": "jazz", "duration": 95, "lyrics": json.loads("[" * 500 + "]" * 500)}
+    parsed = parse_jobs(lines({"id": "ok", "style": "jazz", "duration": 95}, deep, '{"id": "a", "x": ' + deep + "}",
+                              under_the_limit), tmp_path)
+    assert [j.id for j in parsed.jobs] == ["ok"]
+    by = {p.line: p for p in parsed.problems}
+    assert sorted(by) == [2, 3, 4] and {p.field for p in parsed.problems} == {"json"}
+    assert by[2].message == "not valid JSON: nested too deeply (a job line nests at most 8 levels)"
+    assert by[3].message == by[2].message and parsed.lines[3] is None
+    assert by[4].message == "nested more than 8 levels deep; a job line needs at most 4"
+
+
+def test_lines_end_at_newline_only_never_at_unicode_separators(tmp_path: Path) -> None:
+    text = ('{"id": "a", "style": "jazz\u2028pop", "duration": 95}\r\n'
+            '{"id": "b", "style": "x\u2029y\x85z\u2028", "duration": 95, "lyrics": "one\u2028two"}\n'
+            "\r\n"
+            '{"id": "c", "style": "folk", "duration": 95}')
+    parsed = parse_jobs(text, tmp_path)
+    assert parsed.problems == []
+    assert [(j.id, j.line) for j in parsed.jobs] == [("a", 1), ("b", 2), ("c", 4)]
+    assert parsed.jobs[0].request.style.text == "jazz\u2028pop"
+    assert parsed.jobs[1].request.style.text == "x\u2029y\x85z\u2028" and parsed.jobs[1].request.lyrics == "one\u2028two"
+    assert sorted(parsed.lines) == [1, 2, 4]  # no phantom line
+    # A line holding only a separator is not blank: JSON's whitespace is space, tab, CR and LF.
+    (problem,) = parse_jobs('{"id": "a", "style": "s", "duration": 95}\n\u2028\n', tmp_path).problems
+    assert (problem.line, problem.field) == (2, "json")
+
+
+@pytest.mark.parametrize(("job_id", "rule"), [
+    ("x\n", "holds the control character U+000A"),
+    ("x\ty", "holds the control character U+0009"),
+    ("x\r", "holds the control character U+000D"),
+    ("a\u200bb", "holds the invisible character U+200B"),
+    ("a\x7f", "holds the control character U+007F"),
+    ("", "is empty"),
+    ("a" * 101, "is 101 characters long"),
+    ("-a", "starts with '-'"),
+    (".hidden", "starts with '.'"),
+    ("a/b", "holds '/', which is not allowed"),
+    ("café", "holds 'é', which is not allowed"),
+    (7, "a string of"),
+])
+def test_ids_name_the_rule_they_break(tmp_path: Path, job_id: object, rule: str) -> None:
+    parsed = parse_jobs(lines({"id": job_id, "style": "jazz", "duration": 95}), tmp_path)
+    assert not parsed.jobs
+    (problem,) = [p for p in parsed.problems if p.field == "id"]
+    assert rule in problem.message, problem.message
+    assert "1-100 of letters, digits, '.', '_', '-', starting with a letter or digit" in problem.message
+
+
+def test_non_finite_numbers_are_refused_wherever_they_are(tmp_path: Path) -> None:
+    (tmp_path / "s.wav").write_bytes(b"RIFF")
+    seen: list[object] = []
+    text = lines(
+        '{"id": "a", "style": "jazz", "duration": NaN}',
+        '{"id": "b", "style": "jazz", "duration": 95, "cfg": Infinity}',
+        '{"id": "c", "style": "jazz", "duration": 1e999}',
+        '{"id": "d", "style": "jazz", "duration": 95, "edit": {"song": "s.wav", "segments": [[NaN, 10]]}}',
+        '{"id": "e", "style": "jazz", "duration": 95, "edit": {"song": "s.wav", "segments": [[0, 1], [5, -Infinity]]}}',
+        '{"id": "f", "style": "jazz", "duration": 95, "seed": NaN, "steps": Infinity}',
+        '{"id": "g", "style": "jazz", "duration": 95, "edit": {"song": "s.wav", "segments": [[1, 2]]}}',
+    )
+    parsed = parse_jobs(text, tmp_path, validate=lambda r: seen.append(r) or [])
+    assert [j.id for j in parsed.jobs] == ["g"] and len(seen) == 1  # the engine only sees finite numbers
+    got = [(p.line, p.job_id, p.field) for p in parsed.problems]
+    assert got == [(1, "a", "duration"), (2, "b", "cfg"), (3, "c", "duration"), (4, "d", "edit.segments[0][0]"),
+                   (5, "e", "edit.segments[1][1]"), (6, "f", "seed"), (6, "f", "steps")]
+    assert all("is not a finite number" in p.message for p in parsed.problems)
+    assert parsed.problems[0].message.startswith("nan is not a finite number")
+
+
+def test_fifos_and_devices_named_as_inputs_are_refused_without_opening(tmp_path: Path) -> None:
+    for name in ("lyrics.lrc", "ref.wav", "song.wav", "style.npy"):
+        os.mkfifo(tmp_path / name)  # nobody ever writes: opening one for reading would block for good
+    text = lines({"id": "a", "style": "jazz", "duration": 95, "lyrics": "lyrics.lrc"},
+                 {"id": "b", "style": {"audio": "ref.wav"}, "duration": 95},
+                 {"id": "c", "style": {"embedding": "style.npy"}, "duration": 95},
+                 {"id": "d", "style": "jazz", "duration": 95, "edit": {"song": "song.wav", "segments": [[1, 2]]}},
+                 {"id": "e", "style": "jazz", "duration": 95, "lyrics": "/dev/null.lrc"},
+                 {"id": "f", "style": {"audio": "/dev/zero"}, "duration": 95})
+    result: list[object] = []
+    t = threading.Thread(target=lambda: result.append(parse_jobs(text, tmp_path)), daemon=True)
+    t.start()
+    t.join(20)
+    assert result, "parse_jobs blocked on a FIFO"
+    parsed = result[0]
+    got = {(p.line, p.field): p.message for p in parsed.problems}
+    assert sorted(got) == [(1, "lyrics"), (2, "style.audio"), (3, "style.embedding"), (4, "edit.song"),
+                           (5, "lyrics"), (6, "style.audio")]
+    fifo = "is a FIFO (named pipe), not a regular file"
+    assert got[(1, "lyrics")] == f"{tmp_path / 'lyrics.lrc'}: {fifo}; give the path of a text file"
+    assert got[(2, "style.audio")] == f"{tmp_path / 'ref.wav'}: {fifo}"
+    assert got[(3, "style.embedding")] == f"{tmp_path / 'style.npy'}: {fifo}"
+    assert got[(4, "edit.song")] == f"{tmp_path / 'song.wav'}: {fifo}"
+    assert "no such file" in got[(5, "lyrics")]
+    assert got[(6, "style.audio")] == "/dev/zero: is a character device, not a regular file"
+
+
+def test_strict_render_of_a_hostile_jobs_file_exits_2_with_every_problem(tmp_path: Path) -> None:
+    """A real `studio render --strict` process: a FIFO lyric file, deep nesting, NaN, an id with a newline
+    and a raw U+2028 give one report and exit code 2 within seconds (it used to hang on the FIFO, or end
+    in a RecursionError traceback with exit code 1)."""
+    os.mkfifo(tmp_path / "fifo.lrc")
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text(lines({"id": "fifo", "style": "jazz", "duration": 95, "lyrics": "fifo.lrc"},
+                          "[" * 50_000 + "]" * 50_000,
+                          '{"id": "nan", "style": "jazz", "duration": 95, "cfg": NaN}',
+                          {"id": "x\n", "style": "jazz", "duration": 95},
+                          '{"id": "sep", "style": "jazz\u2028pop", "duration": 95}'), encoding="utf-8")
+    env = {**os.environ, "DRS_LOCK_DIR": str(tmp_path / "locks"), "STUDIO_DATA_DIR": str(tmp_path / "data"),
+           "GRADIO_ANALYTICS_ENABLED": "False"}
+    proc = subprocess.run([sys.executable, "-m", "studio.cli", "render", str(jobs), "-o", str(tmp_path / "out"),
+                           "--model", "test", "--strict", "--json"], capture_output=True, text=True, timeout=120,
+                          env=env, cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    summary = json.loads(proc.stdout)
+    assert {(p["line"], p["field"]) for p in summary["problems"]} == {(1, "lyrics"), (2, "json"), (3, "cfg"),
+                                                                       (4, "id")}
+    assert summary["counts"] == {"invalid": 4}
+    assert "4 of 5 job(s) invalid; they stop the run (--strict)" in proc.stderr

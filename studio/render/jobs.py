@@ -1,22 +1,30 @@
 """The jobs file: one JSON object per line, each a song; every problem found before anything renders.
 
-A line is checked in two passes. First its shape (JSON, known keys, types, a folder-safe unique id,
-lyrics and style files that exist), which needs no model; then the engine's own request validation
-(duration, steps, cfg, lyric layout line by line) through a `validate` callable. Problems carry the jobs
-file's line number, the field and the message, so one report fixes a whole file.
+A line is checked in two passes. First its shape (JSON, known keys, types, finite numbers, a
+folder-safe unique id, lyrics and style files that exist and are regular files), which needs no model;
+then the engine's own request validation (duration, steps, cfg, lyric layout line by line) through a
+`validate` callable. Problems carry the jobs file's line number, the field and the message, so one report
+fixes a whole file.
+
+Lines end at "\n" (or "\r\n") only: U+2028, U+2029 and the other separators `str.splitlines` knows are
+ordinary characters inside a JSON string. Whatever a line holds (nesting thousands deep, NaN, Infinity,
+1e999) is that line's problem, never a traceback.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
+import stat
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from engine.request import Reference, SongRequest, Style
-from engine.textfile import TextFileError, read_text_file
+from engine.textfile import TextFileError, describe_mode, read_text_file
 
 KEYS = frozenset({"id", "lyrics", "style", "duration", "seed", "variations", "steps", "cfg", "formats", "edit"})
 REQUIRED = ("id", "style", "duration")
@@ -25,7 +33,9 @@ EDIT_KEYS = frozenset({"song", "segments"})
 LYRIC_SUFFIXES = (".lrc", ".txt")
 JOBS_FILE_LIMIT = 32 * 1024 * 1024  # inline lyrics make lines long; a jobs file this big is a wrong file
 # Ids name folders: no separators, no dot-files (our temporaries are dot-files), nothing a shell mangles.
-ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # always fullmatch: `$` also matches before "\n"
+ID_RULE = "1-100 of letters, digits, '.', '_', '-', starting with a letter or digit"
+MAX_DEPTH = 8  # a job nests 4 deep ({"edit": {"segments": [[a, b]]}}); far deeper is a wrong file
 
 
 @dataclass(frozen=True)
@@ -70,7 +80,8 @@ class ParsedJobs:
 
 def read_jobs_text(path: str) -> str:
     """The jobs file as text (any encoding `engine.textfile` reads; '-' is stdin)."""
-    return read_text_file(path, limit=JOBS_FILE_LIMIT).text
+    # The jobs file may be a pipe the user named (`<(...)`); the files its lines name may not.
+    return read_text_file(path, limit=JOBS_FILE_LIMIT, allow_pipe=True).text
 
 
 def parse_jobs(text: str, base_dir: Path, validate: Callable[[SongRequest], list[Any]] | None = None) -> ParsedJobs:
@@ -83,8 +94,8 @@ def parse_jobs(text: str, base_dir: Path, validate: Callable[[SongRequest], list
     jobs: list[RenderJob] = []
     lines: dict[int, str | None] = {}
     seen: dict[str, list[int]] = {}
-    for number, raw_line in enumerate(text.splitlines(), start=1):
-        if not raw_line.strip():
+    for number, raw_line in enumerate(split_lines(text), start=1):
+        if not raw_line.strip(_JSON_SPACE):
             continue
         job, line_problems = _parse_line(raw_line, number, base_dir)
         job_id = job.id if job is not None else _loose_id(raw_line)
@@ -110,6 +121,76 @@ def parse_jobs(text: str, base_dir: Path, validate: Callable[[SongRequest], list
     return ParsedJobs([j for j in jobs if j.line not in bad], problems, lines)
 
 
+_JSON_SPACE = " \t\r\n"  # the only whitespace JSON has
+
+
+def split_lines(text: str) -> list[str]:
+    """The jobs file's lines: split at "\n" only, a "\r" before it dropped (never at U+2028 and the
+    other line boundaries `str.splitlines` uses, which JSON allows raw inside strings)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the file's final newline ends the last line; it starts no new one
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def _load(raw_line: str) -> Any:
+    """json.loads of one line; ValueError (with a sentence) for anything that is not a usable JSON line."""
+    try:
+        return json.loads(raw_line)
+    except RecursionError:
+        raise ValueError(f"nested too deeply (a job line nests at most {MAX_DEPTH} levels)") from None
+
+
+def _depth_problem(obj: Any) -> str | None:
+    """Iteratively (no recursion), whether `obj` nests deeper than MAX_DEPTH."""
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_DEPTH:
+                return f"nested more than {MAX_DEPTH} levels deep; a job line needs at most 4"
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((c, depth + 1) for c in children)
+    return None
+
+
+def _non_finite(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, message) for every NaN, Infinity or overflowing number (1e999) anywhere in a job."""
+    out: list[tuple[str, str]] = []
+    stack: list[tuple[str, Any]] = [(str(k), v) for k, v in obj.items()]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            out.append((where, f"{value!r} is not a finite number (JSON has no NaN or Infinity, and "
+                               "1e999 overflows); give a plain number"))
+        elif isinstance(value, dict):
+            stack.extend((f"{where}.{k}", v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
+    return sorted(out)
+
+
+def _id_problem(value: Any) -> str | None:
+    """Why `value` cannot name a job's folder, naming the rule it breaks (None: usable)."""
+    if not isinstance(value, str):
+        return f"{value!r} is not a usable folder name: a string of {ID_RULE}"
+    bad = next((c for c in value if unicodedata.category(c)[0] == "C"), None)
+    if bad is not None:
+        kind = "control" if unicodedata.category(bad) == "Cc" else "invisible"
+        return (f"{value!r} holds the {kind} character U+{ord(bad):04X}; ids are {ID_RULE}, "
+                "with no control or invisible characters (newlines, tabs, ...)")
+    if not value:
+        return f"is empty; ids are {ID_RULE}"
+    if len(value) > 100:
+        return f"is {len(value)} characters long; ids are {ID_RULE}"
+    if not value[0].isascii() or not value[0].isalnum():
+        return f"{value!r} starts with {value[0]!r}; ids are {ID_RULE}"
+    if not ID_RE.fullmatch(value):
+        odd = next(c for c in value if not (c.isascii() and (c.isalnum() or c in "._-")))
+        return f"{value!r} holds {odd!r}, which is not allowed in a folder name; ids are {ID_RULE}"
+    return None
+
+
 def _field(name: str) -> str:
     # The engine names a text style "style.text"; in a jobs file it is the plain `style` string.
     return "style" if name == "style.text" else name
@@ -117,7 +198,7 @@ def _field(name: str) -> str:
 
 def _loose_id(raw_line: str) -> str | None:
     try:
-        obj = json.loads(raw_line)
+        obj = _load(raw_line)
     except ValueError:
         return None
     value = obj.get("id") if isinstance(obj, dict) else None
@@ -125,7 +206,7 @@ def _loose_id(raw_line: str) -> str | None:
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _is_int(v: Any) -> bool:
@@ -134,13 +215,19 @@ def _is_int(v: Any) -> bool:
 
 def _parse_line(raw_line: str, n: int, base: Path) -> tuple[RenderJob | None, list[JobProblem]]:
     try:
-        obj = json.loads(raw_line)
+        obj = _load(raw_line)
     except ValueError as exc:
         return None, [JobProblem(n, None, "json", f"not valid JSON: {exc}")]
+    deep = _depth_problem(obj)
+    if deep is not None:
+        return None, [JobProblem(n, None, "json", deep)]
     if not isinstance(obj, dict):
         return None, [JobProblem(n, None, "json", f"a job is a JSON object, got {type(obj).__name__}")]
     job_id = obj.get("id") if isinstance(obj.get("id"), str) else None
     out: list[JobProblem] = []
+    non_finite = _non_finite(obj)
+    if non_finite:  # every later check reads numbers: none of them may see NaN or Infinity
+        return None, [JobProblem(n, job_id, where, message) for where, message in non_finite]
 
     def bad(name: str, message: str) -> None:
         out.append(JobProblem(n, job_id, name, message))
@@ -151,9 +238,9 @@ def _parse_line(raw_line: str, n: int, base: Path) -> tuple[RenderJob | None, li
     for key in REQUIRED:
         if key not in obj:
             bad(key, "missing (required)")
-    if "id" in obj and (job_id is None or not ID_RE.match(job_id)):
-        bad("id", f"{obj['id']!r} is not a usable folder name: 1-100 of letters, digits, '.', '_', '-', "
-                  "starting with a letter or digit")
+    id_problem = _id_problem(obj["id"]) if "id" in obj else None
+    if id_problem is not None:
+        bad("id", id_problem)
     if "duration" in obj and not _is_number(obj["duration"]):
         bad("duration", f"a number of seconds, got {obj['duration']!r}")
     for key in ("seed", "variations", "steps"):
@@ -174,6 +261,19 @@ def _parse_line(raw_line: str, n: int, base: Path) -> tuple[RenderJob | None, li
     request = SongRequest(lyrics=lyrics, style=style, duration=obj["duration"], formats=tuple(formats),
                           edit=edit, title=str(job_id), **kwargs)
     return RenderJob(str(job_id), n, request, obj, files), out
+
+
+def _file_problem(path: Path) -> str | None:
+    """Why `path` cannot be read as an input file (None: a regular file). Never opens it."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return f"file not found: {path}"
+    except OSError as exc:
+        return f"{path}: cannot be read: {exc.strerror or exc}"
+    if not stat.S_ISREG(mode):
+        return f"{path}: is {describe_mode(mode)}, not a regular file"
+    return None
 
 
 def _path(value: str, base: Path) -> Path:
@@ -209,8 +309,9 @@ def _style(value: Any, base: Path, files: dict[str, str], bad: Callable[[str, st
             bad(f"style.{key}", f"a file path, got {path!r}")
             return None
         resolved = _path(path, base)
-        if not resolved.is_file():
-            bad(f"style.{key}", f"file not found: {resolved}")
+        problem = _file_problem(resolved)
+        if problem is not None:
+            bad(f"style.{key}", problem)
             return None
         files[f"style.{key}"] = str(resolved)
         return Style(**{key: str(resolved)})
@@ -236,8 +337,9 @@ def _edit(value: Any, base: Path, files: dict[str, str], bad: Callable[[str, str
         bad("edit.segments", f"a list of [start_s, end_s] pairs (-1 = song start/end), got {segments!r}")
         return None
     resolved = _path(song, base)
-    if not resolved.is_file():
-        bad("edit.song", f"file not found: {resolved}")
+    problem = _file_problem(resolved)
+    if problem is not None:
+        bad("edit.song", problem)
         return None
     files["edit.song"] = str(resolved)
     return Reference.edit(str(resolved), segments)
