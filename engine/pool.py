@@ -7,7 +7,11 @@ with it. When every worker is full, `place` blocks: that is the pipeline's back-
 
 Failure: a worker that dies or hangs (no heartbeat, or one unit running far too long; detected by
 `engine.remote`) loses its takes; each is reported `lost` and the pipeline retries it once. Local workers
-are restarted with backoff; remote ones are reconnected with the same backoff.
+are restarted with backoff; remote ones are reconnected with the same backoff. A slot never gives up:
+past the end of `restart_backoff_s` it keeps trying at the longest interval ("restarting (N failures):
+<reason>"), so a cause that goes away (a card freed, a file put back) brings the worker back. While a
+slot is still within its backoff list a take waits for it; once every slot that could run the take is
+past the list, the take fails at once with the workers' own reasons instead of waiting blind.
 """
 
 from __future__ import annotations
@@ -40,14 +44,21 @@ class Slot:
         self.name = f"w{index}:{spec.name}"
         self.worker: Worker | None = None
         self.units: dict[str, Unit] = {}
-        self.state = "new"  # new | starting | ready | dead | failed | closed
+        self.state = "new"  # new | starting | ready | dead | restarting | closed
         self.capacity = 1
         self.failures = 0  # consecutive failed starts / deaths, for the backoff
+        self.reason = ""  # why the last start failed or the worker died ("ExceptionName: first line")
         self.info: dict[str, Any] = {}
 
     @property
     def local(self) -> bool:
         return self.spec.address is None
+
+    def status(self) -> str:
+        """One line on this slot for messages: its state, and while it is down, how often and why."""
+        if self.state in ("dead", "restarting", "starting") and self.failures:
+            return f"{self.name} restarting ({self.failures} failures): {self.reason}"
+        return f"{self.name} {self.state} ({self.variant})"
 
 
 class Pool:
@@ -61,14 +72,17 @@ class Pool:
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self, wait: bool = True) -> Pool:
+        """Start every slot's worker; `wait`: block until each is ready or has used up its backoff list
+        (NoWorkerError with the workers' reasons when none is ready; the slots are stopped then)."""
         threads = [threading.Thread(target=self._boot, args=(s, s.variant), daemon=True) for s in self.slots]
         for t in threads:
             t.start()
         if wait:
-            for t in threads:
-                t.join()
+            with self._cond:
+                self._cond.wait_for(lambda: self._closed or all(s.state == "ready" or self._exhausted(s)
+                                                                for s in self.slots))
             if not any(s.state == "ready" for s in self.slots):
-                errors = "; ".join(f"{s.name}: {s.info.get('error', s.state)}" for s in self.slots)
+                errors = "; ".join(f"{s.name}: {s.reason or s.state}" for s in self.slots)
                 self.close()
                 raise NoWorkerError(f"no worker started: {errors}")
         self._monitor.start()
@@ -85,8 +99,17 @@ class Pool:
                       style=models.style, secret_file=spec.secret_file,
                       env=({**os.environ, **cfg.worker_env} if cfg.worker_env else None), **common)
 
+    def _exhausted(self, slot: Slot) -> bool:
+        """Past the end of the backoff list: the slot keeps trying, at the longest interval."""
+        return slot.failures > len(self.config.restart_backoff_s)
+
+    def _delay(self, slot: Slot) -> float:
+        delays = self.config.restart_backoff_s or (1.0,)
+        return delays[min(slot.failures, len(delays) - 1)]
+
     def _boot(self, slot: Slot, variant: str) -> None:
-        """Start (or reconnect) `slot`'s worker; on failure, retry with backoff until out of delays."""
+        """Start (or reconnect) `slot`'s worker; on failure retry with backoff, and past the end of the
+        backoff list at its longest delay, until it starts or the pool closes. Never gives up."""
         while True:
             with self._cond:
                 if self._closed:
@@ -102,6 +125,8 @@ class Pool:
                         raise RuntimeError("pool closed")
                     slot.worker, slot.variant, slot.state = worker, variant, "ready"
                     slot.capacity = welcome.limits.max_jobs if welcome else 1
+                    # `failures` stays until a take finishes: a worker that starts but dies under every
+                    # take keeps its long backoff; the reason is shown only while it is down.
                     slot.info = {"name": slot.name, "variant": variant, "load_s": ready.load_s,
                                  "models": dict(ready.models), **dict(ready.info),
                                  **({"backend": welcome.backend, "device": welcome.device,
@@ -113,36 +138,46 @@ class Pool:
             except Exception as exc:  # noqa: BLE001 - any start failure: back off and try again
                 if worker is not None:
                     worker.close()
-                delays = self.config.restart_backoff_s
                 with self._cond:
-                    slot.info["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                    if self._closed or slot.failures >= len(delays):
-                        slot.state = "failed" if not self._closed else "closed"
+                    if self._closed:
+                        slot.state = "closed"
                         self._cond.notify_all()
-                        logger.error("pool: %s gave up: %s", slot.name, slot.info["error"])
                         return
-                    delay = delays[slot.failures]
+                    delay = self._delay(slot)
                     slot.failures += 1
-                    slot.state = "dead"
-                logger.warning("pool: %s failed to start (%s); retry in %.1f s", slot.name, slot.info["error"], delay)
-                time.sleep(delay)
+                    slot.reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                    slot.state = "restarting" if self._exhausted(slot) else "dead"
+                    slot.info["error"] = slot.reason
+                    slot.info["status"] = slot.status()
+                    self._cond.notify_all()
+                logger.warning("pool: %s failed to start (%s); retry in %.1f s", slot.name, slot.status(), delay)
+                if self._sleep(delay):
+                    return
+
+    def _sleep(self, seconds: float) -> bool:
+        """Wait out a backoff delay; True when the pool closed meanwhile (stop at once)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._closed, seconds)
 
     def _on_dead(self, slot: Slot, worker: Worker, reason: str) -> None:
         """The worker behind `slot` is gone: reap it and start a fresh one after a backoff delay."""
         with self._cond:
             if slot.worker is not worker or slot.state != "ready":
                 return  # already handled
-            slot.state, slot.worker = "dead", None
-            delays = self.config.restart_backoff_s
-            delay = delays[min(slot.failures, len(delays) - 1)]
+            delay = self._delay(slot)
             slot.failures += 1
+            slot.reason = reason.splitlines()[0] if reason else "the worker died"
+            slot.state = "restarting" if self._exhausted(slot) else "dead"
+            slot.worker = None
+            slot.info["error"] = slot.reason
+            slot.info["status"] = slot.status()
             self._cond.notify_all()
-        logger.error("pool: %s died: %s; restarting in %.1f s", slot.name, reason.splitlines()[0], delay)
+        logger.error("pool: %s died: %s; restarting in %.1f s", slot.name, slot.status(), delay)
 
         def restart() -> None:
             worker.close(timeout_s=4)  # a hung process is terminated, then killed
-            time.sleep(delay)
-            self._boot(slot, slot.variant)
+            if not self._sleep(delay):
+                self._boot(slot, slot.variant)
 
         threading.Thread(target=restart, name=f"pool-restart-{slot.index}", daemon=True).start()
 
@@ -188,13 +223,20 @@ class Pool:
         threading.Thread(target=self._run, args=(slot, worker, unit, sink), name=f"take-{unit.key}",
                          daemon=True).start()
 
+    @staticmethod
+    def _coming(slot: Slot) -> bool:
+        """Worth waiting for: starting now, or down but still within its backoff list ("dead"); a slot
+        past the list ("restarting", between its long-interval tries) is not."""
+        return slot.state in ("new", "starting", "dead")
+
     def _choose(self, variant: str) -> Slot | None:
-        """Least-loaded ready worker with the right DiT and room; else switch an idle one; else None."""
+        """Least-loaded ready worker with the right DiT and room; else switch an idle one; else None
+        (wait); NoWorkerError, naming each worker's state and reason, when none can come for it."""
         ready = [s for s in self.slots if s.state == "ready" and s.variant == variant]
         roomy = [s for s in ready if len(s.units) < s.capacity]
         if roomy:
             return min(roomy, key=lambda s: (len(s.units), s.index))
-        if ready or any(s.state in ("starting", "dead", "new") and s.variant == variant for s in self.slots):
+        if ready or any(self._coming(s) and s.variant == variant for s in self.slots):
             return None  # wait for room, or for a worker with this DiT to come (back) up
         idle = [s for s in self.slots if s.local and s.state == "ready" and not s.units]
         if idle:  # nobody holds this DiT: reload an idle local worker with it
@@ -209,10 +251,10 @@ class Pool:
 
             threading.Thread(target=switch, name=f"pool-switch-{slot.index}", daemon=True).start()
             return None
-        if any(s.local and s.state in ("ready", "starting", "dead") for s in self.slots):
+        if any(s.local and (s.state == "ready" or self._coming(s)) for s in self.slots):
             return None  # a local worker will become idle or come back
-        raise NoWorkerError(f"no worker can run a {variant}-model song: "
-                            + "; ".join(f"{s.name} {s.state} ({s.variant})" for s in self.slots))
+        raise NoWorkerError(f"no worker can run a {variant}-model song now: "
+                            + "; ".join(s.status() for s in self.slots))
 
     def cancel(self, unit: Unit) -> None:
         job = unit.handle
@@ -282,10 +324,12 @@ class Pool:
             with self._cond:
                 ready = [s for s in self.slots if s.state == "ready"]
                 if not ready:
-                    self._cond.wait_for(lambda: self._closed or any(s.state == "ready" for s in self.slots), 30)
+                    self._cond.wait_for(lambda: self._closed or any(s.state == "ready" for s in self.slots)
+                                        or not any(self._coming(s) for s in self.slots), 30)
                     ready = [s for s in self.slots if s.state == "ready"]
                 if not ready:
-                    raise NoWorkerError(f"no worker is up to run {what}")
+                    raise NoWorkerError(f"no worker is up to run {what}: "
+                                        + "; ".join(s.status() for s in self.slots))
                 slot = min(ready, key=lambda s: (len(s.units), s.index))
                 worker = slot.worker
             try:
