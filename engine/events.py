@@ -2,7 +2,8 @@
 
 Order for a healthy job: Queued (one or more, as the position moves) -> Preparing (lyrics, style,
 reference) -> per take: Running -> Step 1..N -> Decoding 1..M (each with an AudioChunk) -> TakeDone
--> Done. Terminal events: Done, Failed, Cancelled; exactly one ends every job.
+-> Done. Terminal events: Done, Failed, Cancelled; exactly one ends every job. FellBehind reaches only
+a subscriber that left audio unread long after the job ended (see `engine.jobs`).
 """
 
 from __future__ import annotations
@@ -83,6 +84,16 @@ class Retrying(Event):
     take: int
     attempt: int
     reason: str
+
+
+@dataclass(frozen=True)
+class FellBehind(Event):
+    """This subscriber had not read `missed` audio chunks `after_s` seconds after the job ended; they
+    were dropped (early-playback audio only: the files in Done hold every sample). Every other event
+    still follows."""
+
+    missed: int
+    after_s: float
 
 
 @dataclass(frozen=True)

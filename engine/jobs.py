@@ -4,6 +4,16 @@ Every subscriber sees every event from the first, in order (a browser tab that o
 `queued`). Iterate synchronously (`for ev in job`) or with asyncio (`async for ev in job`). The engine
 publishes from its own threads; asyncio subscribers are woken through their loop's thread-safe call.
 
+Memory, by rule rather than by dropping what a listener has not read:
+- while the job runs it keeps every event, audio chunks included (a listener that joins late still
+  hears the song from its start);
+- once it has ended, an audio chunk is dropped from history as soon as every live subscriber has read
+  it (a subscriber that joins after that gets the files from `Done` instead of early-playback audio);
+- a live subscriber that is still behind `audio_linger_s` seconds after the end has fallen behind: the
+  audio it had not read is dropped, and it reads one `FellBehind(missed=n)` in its place, then the rest
+  of the events (every non-audio event is kept for good).
+A live subscriber never loses an event any other way; a slow reader is never overtaken.
+
 A job started from an interactive session (`interactive=True`) is cancelled when its last subscriber
 goes away (a closed tab): nobody is left to hear the song.
 """
@@ -14,25 +24,31 @@ import asyncio
 import logging
 import threading
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from engine.events import AudioChunk, Done, Event, Failed
+from engine.events import AudioChunk, Done, Event, Failed, FellBehind
 
 logger = logging.getLogger(__name__)
 
 _DROPPED: Any = object()  # stands in for a pruned audio chunk
+AUDIO_LINGER_S = 120.0  # how long after its end a job keeps audio a live subscriber has not read yet
 
 
 class Job:
     def __init__(self, request: Any, *, interactive: bool = False, job_id: str | None = None,
-                 on_cancel: Callable[[Job, str], None] | None = None):
+                 on_cancel: Callable[[Job, str], None] | None = None, audio_linger_s: float = AUDIO_LINGER_S):
         self.id = job_id or uuid.uuid4().hex[:16]
         self.request = request
         self.interactive = interactive
+        self.audio_linger_s = audio_linger_s
         self._events: list[Event] = []
-        self._cond = threading.Condition()
+        self._cond = threading.Condition()  # an RLock inside: a Subscription's __del__ may close under it
         self._subscribers = 0
+        self._live: weakref.WeakSet[Subscription] = weakref.WeakSet()  # their cursors bound the pruning
+        self._pruned = 0  # audio chunks before this index are dropped (once the job has ended)
+        self._linger: threading.Timer | None = None
         self._async_waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
         self._cancel_requested = threading.Event()
         self._cancel_reason = ""
@@ -104,10 +120,14 @@ class Job:
                 return False
             self._events.append(event)
             if event.terminal:
-                # Early-playback audio is useless once the files exist; drop it so finished jobs kept
-                # for history cost no memory (late subscribers get the files from Done). Slots stay, so
-                # every subscriber's cursor keeps its meaning.
-                self._events = [_DROPPED if isinstance(e, AudioChunk) else e for e in self._events]
+                # Early-playback audio is useless once the files exist: drop what every live subscriber
+                # has read (finished jobs kept for history cost no memory); the rest goes as they read
+                # it, or when the linger ends. Slots stay, so every cursor keeps its meaning.
+                self._prune()
+                if self._unread_audio():
+                    self._linger = threading.Timer(self.audio_linger_s, self._expire)
+                    self._linger.daemon = True
+                    self._linger.start()
             self._cond.notify_all()
             waiters = list(self._async_waiters)
         for loop, flag in waiters:
@@ -133,34 +153,95 @@ class Job:
         finally:
             sub.close()
 
-    def _attach(self) -> None:
+    def _attach(self, sub: Subscription) -> None:
         with self._cond:
             self._subscribers += 1
+            self._live.add(sub)
 
-    def _detach(self) -> None:
+    def _detach(self, sub: Subscription) -> None:
         with self._cond:
             self._subscribers -= 1
+            self._live.discard(sub)
             last = self._subscribers == 0
+            self._prune()
         if last and self.interactive and not self.finished:
             self.cancel("the last listener left")
+
+    # -- memory (see the module docstring) ----------------------------------------------------------
+    def _ended(self) -> bool:
+        return bool(self._events) and self._events[-1].terminal
+
+    def _prune(self) -> None:
+        """Once ended: drop every audio chunk all live subscribers have read (under the lock)."""
+        if not self._ended():
+            return
+        low = min((sub._cursor for sub in self._live), default=len(self._events))
+        for i in range(self._pruned, low):
+            if isinstance(self._events[i], AudioChunk):
+                self._events[i] = _DROPPED
+        self._pruned = max(self._pruned, low)
+        if self._linger is not None and not self._unread_audio():
+            self._linger.cancel()  # every chunk is read: nothing left to expire
+            self._linger = None
+
+    def _unread_audio(self) -> bool:
+        return any(isinstance(e, AudioChunk) for e in self._events[self._pruned:])
+
+    def _expire(self) -> None:
+        """The linger after the end is over: subscribers still behind lose the audio they had not read,
+        and each reads one FellBehind saying how many chunks that was."""
+        with self._cond:
+            for sub in list(self._live):
+                missed = sum(isinstance(e, AudioChunk) for e in self._events[sub._cursor:])
+                if missed:
+                    sub._missed += missed
+                    logger.warning("job %s: a subscriber fell %d audio chunk(s) behind; dropped after %.0f s",
+                                   self.id, missed, self.audio_linger_s)
+            self._events = [_DROPPED if isinstance(e, AudioChunk) else e for e in self._events]
+            self._pruned = len(self._events)
+            self._linger = None
+            self._cond.notify_all()
+            waiters = list(self._async_waiters)
+        for loop, flag in waiters:
+            try:
+                loop.call_soon_threadsafe(flag.set)
+            except RuntimeError:
+                pass
+
+    @property
+    def audio_chunks_held(self) -> int:
+        """Audio chunks still in history (for tests and memory checks)."""
+        with self._cond:
+            return sum(isinstance(e, AudioChunk) for e in self._events)
 
     @property
     def subscribers(self) -> int:
         with self._cond:
             return self._subscribers
 
-    def _next(self, cursor: int, timeout: float | None) -> tuple[int, Event | None, bool]:
-        """(new cursor, event or None on timeout, ended) for a subscriber at `cursor`."""
+    def _next(self, sub: Subscription, timeout: float | None) -> tuple[Event | None, bool]:
+        """(event or None on timeout, ended) for `sub`, moving its cursor."""
         with self._cond:
-            self._cond.wait_for(lambda: cursor < len(self._events) or self._ended_at(cursor), timeout)
-            return self._take(cursor)
+            self._cond.wait_for(lambda: sub._missed or sub._cursor < len(self._events)
+                                or self._ended_at(sub._cursor), timeout)
+            return self._take(sub)
 
-    def _take(self, cursor: int) -> tuple[int, Event | None, bool]:
+    def _take(self, sub: Subscription) -> tuple[Event | None, bool]:
+        """(next event or None, ended) for `sub`, moving its cursor (under the lock)."""
+        if sub._missed:
+            missed, sub._missed = sub._missed, 0
+            return FellBehind(self.id, missed=missed, after_s=self.audio_linger_s), False
+        cursor = sub._cursor
         while cursor < len(self._events) and self._events[cursor] is _DROPPED:
             cursor += 1
+        event = None
         if cursor < len(self._events):
-            return cursor + 1, self._events[cursor], False
-        return cursor, None, self._ended_at(cursor)
+            event = self._events[cursor]
+            cursor += 1
+        sub._cursor = cursor
+        if event is not None and isinstance(event, AudioChunk) and self._ended():
+            self._prune()  # read by this one: maybe by every live one now
+        return event, event is None and self._ended_at(cursor)
 
     def _ended_at(self, cursor: int) -> bool:
         return bool(self._events) and self._events[-1].terminal and cursor >= len(self._events)
@@ -174,18 +255,19 @@ class Subscription:
 
     def __init__(self, job: Job):
         self.job = job
-        self._cursor = 0
+        self._cursor = 0  # index of the next event to read; the job drops audio only behind every cursor
+        self._missed = 0  # audio chunks dropped before this subscriber read them (it fell behind)
         self._closed = False
-        job._attach()
+        job._attach(self)
 
     def get(self, timeout: float | None = None) -> Event | None:
         """The next event, or None when the job has ended and every event was read (or on timeout)."""
-        self._cursor, event, _ = self.job._next(self._cursor, timeout)
+        event, _ = self.job._next(self, timeout)
         return event
 
     def __iter__(self) -> Iterator[Event]:
         while True:
-            self._cursor, event, ended = self.job._next(self._cursor, None)
+            event, ended = self.job._next(self, None)
             if ended:
                 return
             if event is not None:
@@ -202,7 +284,7 @@ class Subscription:
             while True:
                 flag.clear()  # clear before reading, so a publish in between sets it again
                 with job._cond:
-                    self._cursor, event, ended = job._take(self._cursor)
+                    event, ended = job._take(self)
                 if ended:
                     return
                 if event is not None:
@@ -216,7 +298,7 @@ class Subscription:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self.job._detach()
+            self.job._detach(self)
 
     def __enter__(self) -> Subscription:
         return self

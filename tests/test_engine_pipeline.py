@@ -105,12 +105,15 @@ def make(tmp_path: Path, device: FakeDevice | None = None, **kw) -> tuple[Pipeli
     return pipe, device
 
 
-def submit(pipe: Pipeline, req: Req, seeds: list[int], **kw) -> Job:
+def submit(pipe: Pipeline, req: Req, seeds: list[int], *, subscribe: int = 0, **kw):
+    """The job; with `subscribe=n`, (job, n subscriptions made before the job can start): live from the
+    first event whatever the machine's load (a subscriber made later may come after the job ended)."""
     job = Job(req, **kw)
+    subs = [job.subscribe() for _ in range(subscribe)]
     ctx = JobContext(job, req, seeds)
     job._on_cancel = lambda j, reason: pipe.cancel(ctx)
     pipe.submit(ctx)
-    return job
+    return (job, subs) if subscribe else job
 
 
 def kinds(job: Job) -> list[str]:
@@ -119,8 +122,8 @@ def kinds(job: Job) -> list[str]:
 
 def test_events_in_order_and_files(tmp_path: Path) -> None:
     pipe, _ = make(tmp_path)
-    job = submit(pipe, Req(steps=3), [7])
-    events = list(job)  # a late subscriber replays from the first event
+    job, (sub,) = submit(pipe, Req(steps=3), [7], subscribe=1)
+    events = list(sub)
     assert [type(e) for e in events] == [Queued, Preparing, Running, Step, Step, Step, Decoding, AudioChunk,
                                          Decoding, AudioChunk, TakeDone, Done]
     assert [e.k for e in events if isinstance(e, Step)] == [1, 2, 3]
@@ -129,8 +132,10 @@ def test_events_in_order_and_files(tmp_path: Path) -> None:
     audio = np.load(done.takes[0].files["npy"])
     assert audio.shape == (2, 2000)
     assert np.array_equal(audio[:, :1000], np.random.default_rng(7).standard_normal((2, 1000)).astype(np.float32))
-    # Audio chunks were pruned from history once the job ended; the stream itself still ends with Done.
-    assert not any(isinstance(e, AudioChunk) for e in job.events)
+    # Audio chunks were pruned from history once the job ended and its one subscriber had read them;
+    # a later subscriber replays every other event from the first.
+    assert not any(isinstance(e, AudioChunk) for e in job.events) and job.audio_chunks_held == 0
+    assert [type(e) for e in list(job)] == [t for t in map(type, events) if t is not AudioChunk]
     # ETAs fall as the steps proceed.
     etas = [e.eta_s for e in events if isinstance(e, Step)]
     assert etas[-1] is not None and etas[-1] <= etas[0]
@@ -138,26 +143,85 @@ def test_events_in_order_and_files(tmp_path: Path) -> None:
 
 
 def test_variations_and_several_subscribers_sync_and_async(tmp_path: Path) -> None:
+    """Three live subscribers, one of which reads nothing until the job has ended: all three see every
+    event, audio chunks included (they used to be pruned at the end under a slow reader's feet)."""
     pipe, _ = make(tmp_path)
-    job = submit(pipe, Req(steps=2), [100, 101, 102])
-    seen: list[list[str]] = []
+    job, (fast, slow, aio) = submit(pipe, Req(steps=2), [100, 101, 102], subscribe=3)
+    seen: dict[str, list[str]] = {}
 
-    def follow() -> None:
-        seen.append([e.kind for e in job])
+    def follow(name: str, sub, wait_first: bool) -> None:
+        if wait_first:
+            job.wait(10)  # the slow one: the job has ended before it reads its first event
+        seen[name] = [e.kind for e in sub]
 
-    t = threading.Thread(target=follow)
-    t.start()
+    threads = [threading.Thread(target=follow, args=("fast", fast, False)),
+               threading.Thread(target=follow, args=("slow", slow, True))]
+    for t in threads:
+        t.start()
 
     async def follow_async() -> list[str]:
-        return [e.kind async for e in job]
+        return [e.kind async for e in aio.aiter()]
 
     async_kinds = asyncio.run(follow_async())
-    t.join(10)
+    for t in threads:
+        t.join(10)
     done = job.result(10)
     assert [t.seed for t in done.takes] == [100, 101, 102]
-    assert seen[0] == async_kinds and async_kinds[-1] == "done"
-    assert async_kinds.count("takedone") == 3
+    assert seen["fast"] == seen["slow"] == async_kinds and async_kinds[-1] == "done"
+    assert async_kinds.count("takedone") == 3 and async_kinds.count("audiochunk") == 6
+    assert job.audio_chunks_held == 0  # every live subscriber read them: dropped from history
     pipe.close()
+
+
+def _chunk(job: Job, j: int) -> AudioChunk:
+    return AudioChunk(job.id, take=0, j=j, total=3, start=(j - 1) * 10, audio=np.full((10, 2), j, np.float32))
+
+
+def test_a_slow_subscriber_never_loses_an_event() -> None:
+    job = Job(None)
+    fast, slow = job.subscribe(), job.subscribe()
+    events = [Queued(job.id, position=0, ahead=0), Running(job.id, take=0, seed=1, worker="w"),
+              *(_chunk(job, j) for j in (1, 2, 3)), Done(job.id, takes=(), timings={})]
+    for e in events:
+        job.publish(e)
+    assert list(fast) == events
+    assert job.audio_chunks_held == 3  # the slow one has not read them yet: kept
+    assert slow.get(1) is events[0] and slow.get(1) is events[1] and slow.get(1) is events[2]
+    assert job.audio_chunks_held == 2  # dropped behind the slowest cursor as it reads
+    assert list(slow) == events[3:]
+    assert job.audio_chunks_held == 0
+    assert list(job) == [events[0], events[1], events[5]]  # a later subscriber: every other event
+
+
+def test_a_subscriber_that_stops_reading_is_told_it_fell_behind() -> None:
+    job = Job(None, audio_linger_s=0.05)
+    stalled, gone = job.subscribe(), job.subscribe()
+    done = Done(job.id, takes=(), timings={})
+    for e in [Queued(job.id, position=0, ahead=0), _chunk(job, 1), _chunk(job, 2), done]:
+        job.publish(e)
+    assert gone.get(1).kind == "queued" and gone.get(1).kind == "audiochunk"
+    deadline = time.monotonic() + 10
+    while job.audio_chunks_held and time.monotonic() < deadline:  # the linger after the end runs out
+        time.sleep(0.01)
+    assert job.audio_chunks_held == 0
+    kinds_ = [(e.kind, getattr(e, "missed", None)) for e in stalled]
+    assert kinds_ == [("fellbehind", 2), ("queued", None), ("done", None)]
+    assert [(e.kind, getattr(e, "missed", None)) for e in gone] == [("fellbehind", 1), ("done", None)]
+
+
+def test_a_lagging_subscriber_that_closes_or_is_dropped_frees_the_audio_at_once() -> None:
+    import gc
+
+    job = Job(None)
+    closed, dropped = job.subscribe(), job.subscribe()
+    for e in [_chunk(job, 1), _chunk(job, 2), Done(job.id, takes=(), timings={})]:
+        job.publish(e)
+    assert job.audio_chunks_held == 2
+    closed.close()
+    assert job.audio_chunks_held == 2  # the other one still holds them
+    del dropped
+    gc.collect()
+    assert job.audio_chunks_held == 0 and job.subscribers == 0
 
 
 def test_failing_request_next_to_good_one(tmp_path: Path) -> None:
