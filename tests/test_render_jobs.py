@@ -204,7 +204,8 @@ def test_strict_stops_before_any_worker_starts(tmp_path: Path) -> None:
     jobs = tmp_path / "jobs.jsonl"
     jobs.write_text(lines({"id": "good", "style": "jazz", "duration": 95},
                           {"id": "long", "style": "jazz", "duration": 400},
-                          {"id": "sung", "style": "jazz", "duration": 95, "lyrics": "[00:01.00]la\n[00:02.00]la"}))
+                          {"id": "sung", "style": "jazz", "duration": 95,
+                           "lyrics": "[00:01.00]la\n[02:00.00]la, past the song end\n"}))
     res = run_cli([str(jobs), "-o", str(tmp_path / "out"), "--model", "test", "--strict", "--json"], tmp_path)
     assert res.exit_code == 2
     summary = json.loads(res.stdout)
