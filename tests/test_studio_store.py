@@ -15,8 +15,8 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
 from studio.store import DONE, INTERRUPTED, RUNNING, Store, StoreError
-from studio.store.db import alembic_config, current_revision, make_engine, migrate
-from studio.store.models import Base
+from studio.store.db import alembic_config, current_revision, head_revision, make_engine, migrate
+from studio.store.models import Base, SessionRow, utcnow
 from studio.store.runner_id import process_alive, this_runner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,12 +41,12 @@ def test_real_file_in_wal_mode_with_foreign_keys(store: Store) -> None:
 def test_migrated_schema_equals_models(tmp_path: Path) -> None:
     engine = make_engine(tmp_path / "m.db")
     migrate(engine)
-    assert current_revision(engine) == "0001"
+    assert current_revision(engine) == head_revision() == "0002"
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     assert diff == [], f"models and migrations disagree: {diff}"
     names = set(inspect(engine).get_table_names())
-    assert {"sessions", "takes", "styles", "share_links", "alembic_version"} <= names
+    assert {"sessions", "takes", "styles", "share_links", "runners", "alembic_version"} <= names
 
 
 def test_downgrade_and_upgrade_again(tmp_path: Path) -> None:

@@ -1,26 +1,58 @@
-"""Database plumbing: a SQLite engine in WAL mode and Alembic migrations run at startup."""
+"""Database plumbing: the engine (SQLite in WAL mode, or a server database such as PostgreSQL) and the
+Alembic migrations run at startup, the same on both.
+
+SQLite is the default: one file in the data folder, nothing to install. `postgresql+psycopg://...`
+(`pip install -e ".[postgres]"`) lets several studio processes on several hosts share one database.
+"""
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, func, make_url, select, text
+from sqlalchemy.engine import URL
 from sqlalchemy.pool import QueuePool
+
+from .models import utcnow
 
 log = logging.getLogger(__name__)
 
 ALEMBIC_DIR = Path(__file__).with_name("alembic")
 
+# pg_advisory_xact_lock key: studio processes starting together migrate one after the other.
+_MIGRATION_LOCK = 0x5354_5544_494F  # "STUDIO"
 
-def make_engine(db_path: Path) -> Engine:
+
+def make_engine(db: Path | str | URL) -> Engine:
+    """An engine for a SQLite file (a path or a sqlite URL) or a server database URL."""
+    if isinstance(db, Path):
+        return _sqlite_engine(f"sqlite:///{db}")
+    url = make_url(db)
+    if url.get_backend_name() == "sqlite":
+        return _sqlite_engine(url)
+    if url.drivername == "postgresql":  # SQLAlchemy's default driver is psycopg2; the studio's is psycopg 3
+        url = url.set(drivername="postgresql+psycopg")
+    if url.get_backend_name() == "postgresql" and url.get_driver_name() in ("psycopg2", "pg8000", "asyncpg"):
+        log.info("[store] %s is untested; the studio is tested with postgresql+psycopg", url.drivername)
+    try:
+        return create_engine(url, pool_size=5, max_overflow=10, pool_pre_ping=True)
+    except ModuleNotFoundError as exc:
+        raise RuntimeError(
+            f"the database driver for {url.drivername} is not installed ({exc.name}); for PostgreSQL: "
+            'pip install -e ".[postgres]" (psycopg)'
+        ) from exc
+
+
+def _sqlite_engine(url: str | URL) -> Engine:
     """A SQLite engine whose every connection runs in WAL mode with foreign keys on.
 
     WAL lets the UI threads read while the take runner writes progress; busy_timeout makes a second
     writer (e.g. `studio render --session` in another process) wait instead of failing at once.
     """
     engine = create_engine(
-        f"sqlite:///{db_path}",
+        url,
         poolclass=QueuePool,
         pool_size=5,
         max_overflow=10,
@@ -40,25 +72,57 @@ def make_engine(db_path: Path) -> Engine:
     return engine
 
 
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def describe(engine: Engine) -> str:
+    """The database for logs and manifests: the file, or the URL without its password."""
+    if is_sqlite(engine):
+        return str(engine.url.database)
+    return engine.url.render_as_string(hide_password=True)
+
+
+def now_expr(engine: Engine):  # -> a SQL expression or a value
+    """"Now" in naive UTC by the database's clock where there is a server (hosts' clocks may differ;
+    leases are compared on one clock), by this process's clock for SQLite (one host)."""
+    if engine.dialect.name == "postgresql":
+        return func.timezone("UTC", func.now())
+    return utcnow()
+
+
+def db_now(conn_or_session, engine: Engine) -> datetime:
+    expr = now_expr(engine)
+    return expr if isinstance(expr, datetime) else conn_or_session.scalar(select(expr))
+
+
 def alembic_config(engine: Engine):  # -> alembic.config.Config (imported lazily: alembic is slow-ish)
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(ALEMBIC_DIR))
-    cfg.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
+    # configparser interpolation: a URL-encoded password's "%" must be doubled.
+    cfg.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False).replace("%", "%%"))
     cfg.attributes["engine"] = engine
     return cfg
 
 
 def migrate(engine: Engine, revision: str = "head") -> None:
-    """Bring the database to `revision` (creating it on first use)."""
+    """Bring the database to `revision` (creating it on first use).
+
+    On PostgreSQL the migration holds a transaction-level advisory lock: several studio processes
+    starting at once on an empty database migrate one after the other (DDL is transactional there, so
+    the second finds the schema at head and does nothing).
+    """
     from alembic import command
 
     with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})
         cfg = alembic_config(engine)
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
-    log.info("[store] migrated db=%s to %s", engine.url.database, revision)
+    log.info("[store] migrated db=%s to %s", describe(engine), revision)
 
 
 def current_revision(engine: Engine) -> str | None:
@@ -66,3 +130,9 @@ def current_revision(engine: Engine) -> str | None:
 
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
+
+
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory(str(ALEMBIC_DIR)).get_current_head() or ""

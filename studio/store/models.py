@@ -1,7 +1,10 @@
 """SQLAlchemy 2.0-style typed models: sessions, takes, saved styles, share links.
 
-The Alembic migrations in `alembic/versions/` must produce exactly this schema (a test compares them);
-change a model only together with a new migration.
+The Alembic migrations in `alembic/versions/` must produce exactly this schema on SQLite and on
+PostgreSQL (a test compares them on both); change a model only together with a new migration.
+
+PostgreSQL enforces what SQLite ignores: string lengths and no NUL characters in text. Display text
+(titles, phases, names) is cleaned and cut to its column here, so the store behaves the same on both.
 """
 
 from __future__ import annotations
@@ -10,8 +13,8 @@ import secrets
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship, validates
 
 # Take statuses. "interrupted" is what a take that was queued or running becomes when the studio
 # process died under it (see Store.recover_interrupted); it keeps its request so it can be retried.
@@ -40,6 +43,19 @@ def new_token() -> str:
 def new_take_id() -> str:
     # Takes are only reachable through their session, so 72 bits keep ids short without being guessable.
     return secrets.token_urlsafe(9)
+
+
+def clean_text(value: Any, length: int | None = None) -> Any:
+    """Text as both databases take it: NUL characters dropped (PostgreSQL refuses them), cut to `length`."""
+    if not isinstance(value, str):
+        return value
+    value = value.replace("\x00", "")
+    return value[:length] if length is not None else value
+
+
+# Seeds go up to 2**32 - 1: a 64-bit column on PostgreSQL (its INTEGER is 32-bit); SQLite's INTEGER
+# already holds 64 bits, so its schema (and every existing SQLite file) keeps INTEGER.
+SEED_TYPE = BigInteger().with_variant(Integer(), "sqlite")
 
 
 class Base(DeclarativeBase):
@@ -72,6 +88,14 @@ class SessionRow(Base):
     )
     links: Mapped[list[ShareLinkRow]] = relationship(back_populates="session", cascade="all, delete-orphan")
 
+    @validates("title")
+    def _cut_title(self, _key: str, value: Any) -> Any:
+        return clean_text(value, 200)
+
+    @validates("lyrics", "style")
+    def _clean(self, _key: str, value: Any) -> Any:
+        return clean_text(value)
+
 
 class TakeRow(Base):
     """One rendered (or attempted) song: its request, live status, result files and full record."""
@@ -91,7 +115,7 @@ class TakeRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
     # format -> path (relative to the data directory when inside it).
     files: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    seed: Mapped[int | None] = mapped_column(Integer)  # the seed actually used
+    seed: Mapped[int | None] = mapped_column(SEED_TYPE)  # the seed actually used (0 .. 2**32 - 1)
     variation: Mapped[int] = mapped_column(Integer, default=0)  # index within its Generate click
     timings: Mapped[dict[str, Any]] = mapped_column(default=dict)  # stage -> seconds
     models: Mapped[dict[str, Any]] = mapped_column(default=dict)  # model ids and versions
@@ -107,6 +131,14 @@ class TakeRow(Base):
 
     session: Mapped[SessionRow] = relationship(back_populates="takes")
 
+    @validates("phase", "name")
+    def _cut(self, _key: str, value: Any) -> Any:
+        return clean_text(value, 200)
+
+    @validates("error")
+    def _clean(self, _key: str, value: Any) -> Any:
+        return clean_text(value)
+
 
 class StyleRow(Base):
     """A named style: a text prompt and/or a saved 512-d embedding file (`.npy` in the data dir)."""
@@ -120,6 +152,14 @@ class StyleRow(Base):
     source: Mapped[str] = mapped_column(String(500), default="")  # "text" or the reference file's name
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
+    @validates("prompt")
+    def _clean(self, _key: str, value: Any) -> Any:
+        return clean_text(value)
+
+    @validates("source")
+    def _cut(self, _key: str, value: Any) -> Any:
+        return clean_text(value, 500)
+
 
 class ShareLinkRow(Base):
     """A read-only link to a session: `/?s=<token>`; revoking keeps the row so the link says so."""
@@ -132,3 +172,22 @@ class ShareLinkRow(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime)
 
     session: Mapped[SessionRow] = relationship(back_populates="links")
+
+
+class RunnerRow(Base):
+    """A live process that drives takes, and its lease: it beats (`heartbeat_at`, the database's clock)
+    at least every `lease_s` seconds while it runs.
+
+    With one database shared by several hosts a pid check cannot judge another host's process; its takes
+    are recovered ("interrupted") only once its lease has run out. Rows exist on PostgreSQL (and on
+    SQLite only when a test asks for leases); a runner without a row is judged as before.
+    """
+
+    __tablename__ = "runners"
+
+    id: Mapped[str] = mapped_column(String(100), primary_key=True)  # the runner id, "host:pid:start"
+    host: Mapped[str] = mapped_column(String(100))
+    pid_namespace: Mapped[str] = mapped_column(String(64), default="")  # see runner_id.pid_namespace
+    started_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    heartbeat_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    lease_s: Mapped[float] = mapped_column(Float, default=30.0)

@@ -1,4 +1,9 @@
-"""Which process drives a take, and whether that process still runs (for restart recovery)."""
+"""Which process drives a take, and whether that process still runs (for restart recovery).
+
+A runner id is "host:pid:start". `process_alive` can only judge a process of this host; on a database
+shared by several hosts (PostgreSQL) the store judges other hosts' runners by their lease instead
+(`Store`'s heartbeat rows), never by a pid check here.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +21,30 @@ def _start_ticks(pid: int) -> str | None:
         return None
     # Field 22; the command name (field 2) may contain spaces, so split after its closing parenthesis.
     return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def this_host() -> str:
+    return socket.gethostname()
+
+
+@cache
+def pid_namespace() -> str:
+    """This process's pid namespace ("pid:[4026531836]"): two containers may share a host name (host
+    networking) but not their pids, so a pid check is only meaningful inside the same namespace."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def runner_host(runner: str | None) -> str | None:
+    """The host part of a runner id, or None when it is not one."""
+    try:
+        host, pid_s, _start = (runner or "").rsplit(":", 2)
+        int(pid_s)
+    except ValueError:
+        return None
+    return host
 
 
 @cache
