@@ -61,6 +61,24 @@ def test_downgrade_and_upgrade_again(tmp_path: Path) -> None:
     assert "takes" in inspect(engine).get_table_names()
 
 
+def test_a_file_of_the_first_schema_is_upgraded_in_place(tmp_path: Path) -> None:
+    """Existing studio.db files (schema 0001) gain the runners table on open and keep their sessions."""
+    path = tmp_path / "data" / "studio.db"
+    path.parent.mkdir()
+    engine = make_engine(path)
+    migrate(engine, "0001")
+    with engine.begin() as conn:
+        conn.execute(SessionRow.__table__.insert().values(
+            id="old-session", title="Before leases", created_at=utcnow(), updated_at=utcnow(), inputs={},
+            lyrics="", style=""))
+    engine.dispose()
+    store = Store(path)
+    assert current_revision(store.engine) == head_revision() and "runners" in inspect(store.engine).get_table_names()
+    assert store.get_session("old-session").title == "Before leases"
+    assert store.check_integrity() == [] and not store.leases  # SQLite: the pid check, no lease rows
+    store.close()
+
+
 def test_sessions_ids_titles_and_reopen(store: Store) -> None:
     s = store.create_session(inputs={"lyrics": "[00:05.00]Neon rain on the window\n", "style": "synthwave"})
     assert len(s.id) >= 22 and s.title == "Neon rain on the window"

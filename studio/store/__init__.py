@@ -1,4 +1,5 @@
-"""The studio's SQLite store: sessions, takes, saved styles and share links (see `store.Store`)."""
+"""The studio's store (SQLite, or PostgreSQL for several studios): sessions, takes, saved styles and
+share links (see `store.Store`)."""
 
 from .models import ACTIVE_STATUSES, CANCELLED, DONE, FAILED, FINAL_STATUSES, INTERRUPTED, QUEUED, RUNNING
 from .store import DB_NAME, Store, StoreError

@@ -1,17 +1,26 @@
-"""`Store`: the studio's SQLite store, and the small Python API the batch renderer uses too.
+"""`Store`: the studio's store (SQLite in the data folder, or PostgreSQL shared by several studio
+processes), and the small Python API the batch renderer uses too.
 
     store = Store("data/studio.db")            # or Store("data/") -> data/studio.db
+    store = Store("data/", db_url="postgresql://studio@db/studio")   # one database, several hosts
     s = store.create_session("Night drive", inputs={"lyrics": ..., "style": ...})
     t = store.add_take(s.id, request_dict)
     store.update_take(t.id, status="running", progress=0.4, phase="step 13/32")
     store.update_take(t.id, status="done", files={"wav": "takes/x.wav"}, seed=42, timings={...})
     token = store.share(s.id).token; store.resolve_share(token); store.revoke(token)
 
-Every call is its own short transaction (WAL: readers never wait on the writer), safe from any thread.
+Every call is its own short transaction (SQLite WAL or PostgreSQL MVCC: readers never wait on a
+writer), safe from any thread and from several processes.
+
+Several processes, one database (PostgreSQL): see `leases` for how a process that is gone is told
+apart from a live one on another host. Once recovery has interrupted a take, the late writes of its old
+runner (status, progress, files) are dropped: a process that was only slow cannot bring back a take the
+studio already offers to retry.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -21,21 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Text, func, or_, select
+from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session, sessionmaker
 
-from . import db
-from .models import (
-    ACTIVE_STATUSES,
-    INTERRUPTED,
-    QUEUED,
-    SessionRow,
-    ShareLinkRow,
-    StyleRow,
-    TakeRow,
-    utcnow,
-)
-from .runner_id import process_alive, this_runner
-from .views import SessionInfo, ShareInfo, StyleInfo, TakeInfo, relative_to_data
+from . import db, integrity
+from .leases import HEARTBEAT_S, LEASE_S, Leases
+from .models import INTERRUPTED, QUEUED, SessionRow, StyleRow, TakeRow, clean_text, utcnow
+from .rows import StoreError, denormalise, get_row, session_row, take_count, take_row
+from .runner_id import this_runner
+from .sharing import Sharing
+from .views import SessionInfo, StyleInfo, TakeInfo, relative_to_data
 
 log = logging.getLogger(__name__)
 
@@ -45,28 +49,58 @@ TAKE_FIELDS = frozenset(
     {"status", "progress", "phase", "error", "files", "seed", "timings", "models", "record", "name",
      "starred", "request", "runner"}
 )
+# What the process driving a take writes; a take that recovery interrupted keeps these as they are.
+RUNNER_FIELDS = frozenset({"status", "progress", "phase", "error", "files", "seed", "timings", "models",
+                           "record", "runner"})
 
 
-class StoreError(ValueError):
-    """A store call referred to something that does not exist or is not allowed."""
+class Store(Sharing):
+    """Sessions, takes, saved styles and share links in one database (migrated on open).
 
+    `path`: the data folder (or its `studio.db`); the database is that file unless `db_url` names
+    another one (`studio serve/render --db`, default `$STUDIO_DB_URL`). Files are always kept relative
+    to the data folder, which all processes sharing one database must share too (mounted at any path).
+    `leases`: heartbeat rows and lease-based recovery; default on for server databases, off for SQLite
+    (one host: the pid check is enough).
+    """
 
-class Store:
-    """Sessions, takes, saved styles and share links in one SQLite file (migrated on open)."""
-
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, db_url: str | URL | None = None, leases: bool | None = None,
+                 lease_s: float = LEASE_S, heartbeat_s: float = HEARTBEAT_S) -> None:
         path = Path(path)
-        if path.suffix != ".db":  # a data directory
-            path = path / DB_NAME
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self.data_dir = path.parent
-        self.engine = db.make_engine(path)
+        if path.suffix == ".db":
+            data_dir = path.parent
+        else:  # a data directory
+            data_dir, path = path, path / DB_NAME
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.engine = db.make_engine(path if db_url is None else db_url)
+        if not db.is_sqlite(self.engine):
+            path = None
+        elif db_url is not None:
+            path = Path(self.engine.url.database or path)
+        self.path: Path | None = path  # the SQLite file; None on a server database
+        self.data_dir = data_dir
+        self.sqlite = db.is_sqlite(self.engine)
+        self.leases = (not self.sqlite) if leases is None else bool(leases)
+        self._leases = Leases(self, enabled=self.leases, lease_s=lease_s, heartbeat_s=heartbeat_s)
         db.migrate(self.engine)
         self._session = sessionmaker(self.engine, expire_on_commit=False)
-        self._lock = threading.Lock()  # serialises writers inside this process (SQLite has one writer)
+        # SQLite has one writer: writers inside this process queue here rather than on the file's lock.
+        # A server database takes concurrent writers (row locks where it matters).
+        self._lock: Any = threading.Lock() if self.sqlite else contextlib.nullcontext()
+        self._dropped: set[str] = set()  # takes whose late writes were dropped (warned about once)
+
+    @property
+    def database(self) -> str:
+        """Which database: the SQLite file, or the URL without its password."""
+        return db.describe(self.engine)
+
+    @property
+    def url(self) -> URL:
+        """The engine's URL (password included: never log it; `database` is for showing)."""
+        return self.engine.url
 
     def close(self) -> None:
+        self._leases.close()
         self.engine.dispose()
 
     @contextmanager
@@ -85,26 +119,26 @@ class Store:
     ) -> SessionInfo:
         inputs = dict(inputs or {})
         row = SessionRow(title=title.strip() or _title_from(inputs), owner=owner, inputs=inputs)
-        _denormalise(row, inputs)
+        denormalise(row, inputs)
         with self._tx() as s:
             s.add(row)
         return SessionInfo.of(row)
 
     def get_session(self, session_id: str) -> SessionInfo | None:
         with self._read() as s:
-            row = s.get(SessionRow, session_id)
-            return SessionInfo.of(row, self._count(s, row.id)) if row else None
+            row = get_row(s, SessionRow, session_id)
+            return SessionInfo.of(row, take_count(s, row.id)) if row else None
 
     def update_session(
         self, session_id: str, *, title: str | None = None, inputs: dict[str, Any] | None = None
     ) -> SessionInfo:
         with self._tx() as s:
-            row = self._session_row(s, session_id)
+            row = session_row(s, session_id)
             if title is not None:
                 row.title = title.strip() or row.title
             if inputs is not None:
                 row.inputs = dict(inputs)
-                _denormalise(row, row.inputs)
+                denormalise(row, row.inputs)
             row.updated_at = utcnow()
         return SessionInfo.of(row)
 
@@ -118,7 +152,7 @@ class Store:
 
     def delete_session(self, session_id: str) -> None:
         with self._tx() as s:
-            s.delete(self._session_row(s, session_id))
+            s.delete(session_row(s, session_id))
 
     def list_sessions(self, owner: str | None = None, *, limit: int = 100) -> list[SessionInfo]:
         """Newest first. With `owner`: that owner's sessions only. Without: all (operators, migrations);
@@ -127,7 +161,7 @@ class Store:
 
     def search(self, query: str, owner: str | None = None, *, limit: int = 100) -> list[SessionInfo]:
         """Sessions whose title, lyrics or style (or any take's lyrics/style) contain `query`."""
-        return self._sessions(query.strip(), owner, limit)
+        return self._sessions(clean_text(query).strip(), owner, limit)
 
     def _sessions(self, query: str | None, owner: str | None, limit: int) -> list[SessionInfo]:
         stmt = select(SessionRow).order_by(SessionRow.updated_at.desc()).limit(limit)
@@ -171,9 +205,14 @@ class Store:
         status: str = QUEUED,
         runner: str | None = None,
     ) -> TakeInfo:
+        runner = runner if runner is not None else this_runner()
+        if runner == this_runner():
+            # The lease first: a take is never in the database under a runner that holds no lease (a
+            # process dying in between would leave it to nobody, see `leases`).
+            self._leases.hold()
         with self._tx() as s:
-            session = self._session_row(s, session_id)
-            if parent_id is not None and s.get(TakeRow, parent_id) is None:
+            session = session_row(s, session_id)
+            if parent_id is not None and get_row(s, TakeRow, parent_id) is None:
                 raise StoreError(f"parent take {parent_id!r} does not exist")
             row = TakeRow(
                 session_id=session_id,
@@ -182,7 +221,7 @@ class Store:
                 variation=variation,
                 seed=seed,
                 status=status,
-                runner=runner if runner is not None else this_runner(),
+                runner=runner,
             )
             s.add(row)
             session.updated_at = utcnow()
@@ -195,7 +234,17 @@ class Store:
         if "files" in fields and fields["files"] is not None:
             fields["files"] = {k: relative_to_data(v, self.data_dir) for k, v in fields["files"].items()}
         with self._tx() as s:
-            row = self._take_row(s, take_id)
+            # The row lock orders this write against a recovery of the same take in another process.
+            row = take_row(s, take_id, lock=True)
+            if row.status == INTERRUPTED and RUNNER_FIELDS & set(fields):
+                dropped = sorted(RUNNER_FIELDS & set(fields))
+                level = logging.DEBUG if take_id in self._dropped else logging.WARNING  # once a take
+                self._dropped.add(take_id)
+                log.log(level, "[store] take=%s is interrupted (runner=%s); dropped late write of %s",
+                        take_id, row.runner, ", ".join(dropped))
+                fields = {k: v for k, v in fields.items() if k not in RUNNER_FIELDS}
+                if not fields:
+                    return TakeInfo.of(row, self.data_dir)
             for key, value in fields.items():
                 setattr(row, key, value)
             row.updated_at = utcnow()
@@ -203,11 +252,11 @@ class Store:
 
     def get_take(self, take_id: str) -> TakeInfo | None:
         with self._read() as s:
-            row = s.get(TakeRow, take_id)
+            row = get_row(s, TakeRow, take_id)
             return TakeInfo.of(row, self.data_dir) if row else None
 
     def list_takes(self, session_id: str, *, include_deleted: bool = False) -> list[TakeInfo]:
-        stmt = select(TakeRow).where(TakeRow.session_id == session_id).order_by(TakeRow.created_at)
+        stmt = select(TakeRow).where(TakeRow.session_id == session_id).order_by(TakeRow.created_at, TakeRow.id)
         if not include_deleted:
             stmt = stmt.where(TakeRow.deleted_at.is_(None))
         with self._read() as s:
@@ -228,7 +277,7 @@ class Store:
 
     def _set_deleted(self, take_id: str, when: Any) -> TakeInfo:
         with self._tx() as s:
-            row = self._take_row(s, take_id)
+            row = take_row(s, take_id)
             row.deleted_at = when
             row.updated_at = utcnow()
         return TakeInfo.of(row, self.data_dir)
@@ -236,86 +285,24 @@ class Store:
     def recover_interrupted(self) -> list[TakeInfo]:
         """Takes left queued/running by a process that is gone become "interrupted" (retryable).
 
-        Called by `studio serve` at startup; takes driven by a live process (another studio, a running
-        `studio render`) are left alone.
+        Called by `studio serve` and `studio render --session` at startup (and, with leases, on every
+        heartbeat); takes driven by a live process (another studio, a running `studio render`, a studio
+        on another host whose lease runs) are left alone. See `leases` for how "gone" is judged.
         """
-        with self._tx() as s:
-            rows = s.scalars(select(TakeRow).where(TakeRow.status.in_(ACTIVE_STATUSES))).all()
-            dead = [r for r in rows if not process_alive(r.runner)]
-            for row in dead:
-                row.status = INTERRUPTED
-                who = "studio render" if (row.request or {}).get("render_id") else "the studio"
-                row.phase = f"interrupted while {row.phase or row.status}: {who} stopped"
-                row.updated_at = utcnow()
+        self._leases.hold()
+        dead = self._leases.recover()
         if dead:
-            log.info("[store] recovered interrupted=%d", len(dead))
+            log.info("[store] recovered interrupted=%d runners=%s", len(dead),
+                     ",".join(sorted({r.runner or "?" for r in dead})))
         return [TakeInfo.of(r, self.data_dir) for r in dead]
 
-    # ---------------------------------------------------------------- share links
-    def share(self, session_id: str) -> ShareInfo:
-        """The session's live link (created on first use; a revoked link is never reused)."""
-        with self._tx() as s:
-            self._session_row(s, session_id)
-            row = s.scalars(
-                select(ShareLinkRow).where(
-                    ShareLinkRow.session_id == session_id, ShareLinkRow.revoked_at.is_(None)
-                )
-            ).first()
-            if row is None:
-                row = ShareLinkRow(session_id=session_id)
-                s.add(row)
-        return ShareInfo.of(row)
+    def heartbeat(self) -> None:
+        """Renew this process's lease now (the lease thread does it every `heartbeat_s`)."""
+        self._leases.heartbeat()
 
-    def revoke(self, token: str) -> ShareInfo:
-        with self._tx() as s:
-            row = s.get(ShareLinkRow, token)
-            if row is None:
-                raise StoreError("no such share link")
-            row.revoked_at = row.revoked_at or utcnow()
-        return ShareInfo.of(row)
-
-    def share_links(self, session_id: str) -> list[ShareInfo]:
-        with self._read() as s:
-            stmt = select(ShareLinkRow).where(ShareLinkRow.session_id == session_id)
-            return [ShareInfo.of(r) for r in s.scalars(stmt.order_by(ShareLinkRow.created_at))]
-
-    def resolve_share(self, token: str) -> SessionInfo | None:
-        """The shared session, or None when the token is unknown or revoked."""
-        if not token or len(token) > 64:
-            return None
-        with self._read() as s:
-            link = s.get(ShareLinkRow, token)
-            if link is None or link.revoked_at is not None:
-                return None
-            row = s.get(SessionRow, link.session_id)
-            return SessionInfo.of(row, self._count(s, row.id)) if row else None
-
-    def copy_session(self, session_id: str, *, owner: str | None = None) -> SessionInfo:
-        """A new session owned by `owner` with the same inputs and copies of the finished takes.
-
-        Audio files are shared (takes are only soft-deleted, so a file is never removed under a copy).
-        """
-        with self._tx() as s:
-            src = self._session_row(s, session_id)
-            copy = SessionRow(
-                title=f"{src.title} (copy)", owner=owner, inputs=dict(src.inputs), copied_from=src.id
-            )
-            _denormalise(copy, copy.inputs)
-            s.add(copy)
-            s.flush()
-            id_map: dict[str, str] = {}
-            for take in src.takes:
-                if take.deleted_at is not None or take.status in ACTIVE_STATUSES:
-                    continue
-                new = TakeRow(session_id=copy.id, runner=None)
-                for col in ("request", "status", "progress", "phase", "error", "files", "seed", "variation",
-                            "timings", "models", "record", "name", "starred", "created_at"):
-                    setattr(new, col, getattr(take, col))
-                new.parent_id = id_map.get(take.parent_id or "")
-                s.add(new)
-                s.flush()
-                id_map[take.id] = new.id
-        return SessionInfo.of(copy, len(id_map))
+    def check_integrity(self) -> list[str]:
+        """What is wrong with the database; empty when nothing is (see `integrity.check`)."""
+        return integrity.check(self)
 
     # ---------------------------------------------------------------- saved styles
     def save_style(
@@ -324,6 +311,8 @@ class Store:
         name = name.strip()
         if not name:
             raise StoreError("a saved style needs a name")
+        if len(name) > 200 or "\x00" in name:
+            raise StoreError("a saved style's name is at most 200 characters, with no NUL")
         emb = relative_to_data(embedding_path, self.data_dir) if embedding_path else None
         with self._tx() as s:
             row = s.scalars(select(StyleRow).where(StyleRow.name == name)).first() or StyleRow(name=name)
@@ -336,41 +325,19 @@ class Store:
             return [StyleInfo.of(r, self.data_dir) for r in s.scalars(select(StyleRow).order_by(StyleRow.name))]
 
     def get_style(self, name: str) -> StyleInfo | None:
+        if "\x00" in name:
+            return None
         with self._read() as s:
             row = s.scalars(select(StyleRow).where(StyleRow.name == name)).first()
             return StyleInfo.of(row, self.data_dir) if row else None
 
     def delete_style(self, name: str) -> None:
+        if "\x00" in name:
+            return
         with self._tx() as s:
             row = s.scalars(select(StyleRow).where(StyleRow.name == name)).first()
             if row is not None:
                 s.delete(row)
-
-    # ---------------------------------------------------------------- helpers
-    @staticmethod
-    def _session_row(s: Session, session_id: str) -> SessionRow:
-        row = s.get(SessionRow, session_id)
-        if row is None:
-            raise StoreError(f"no session {session_id!r}")
-        return row
-
-    @staticmethod
-    def _take_row(s: Session, take_id: str) -> TakeRow:
-        row = s.get(TakeRow, take_id)
-        if row is None:
-            raise StoreError(f"no take {take_id!r}")
-        return row
-
-    @staticmethod
-    def _count(s: Session, session_id: str) -> int:
-        stmt = select(func.count()).where(TakeRow.session_id == session_id, TakeRow.deleted_at.is_(None))
-        return int(s.scalar(stmt) or 0)
-
-
-def _denormalise(row: SessionRow, inputs: dict[str, Any]) -> None:
-    row.lyrics = str(inputs.get("lyrics") or "")
-    style = inputs.get("style")
-    row.style = style if isinstance(style, str) else str(inputs.get("style_text") or "")
 
 
 def _title_from(inputs: dict[str, Any]) -> str:
