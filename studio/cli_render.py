@@ -74,7 +74,8 @@ class RenderError(click.ClickException):
 @model_options
 def render(jobs_file: str | None, out: Path | None, lyrics_path: str | None, style: str | None,
            duration: float | None, seed: int | None, steps: int | None, cfg: float | None, resume: bool,
-           strict: bool, as_json: bool, quiet: bool, session: str | None, data_dir: Path | None, policy: str,
+           strict: bool, as_json: bool, quiet: bool, session: str | None, data_dir: Path | None,
+           db_url: str | None, policy: str,
            workers: tuple[str, ...], devices: tuple[str, ...], backend: str, precision: str,
            dits: tuple[str, ...], vae: str | None, model: str, models_dir: str | None, secret_file: str | None,
            threads: int | None, lock_dir: str | None, test_crop_frames: int | None) -> None:
@@ -124,11 +125,20 @@ def render(jobs_file: str | None, out: Path | None, lyrics_path: str | None, sty
         raise RenderError(f"model files: {exc}") from None
     if test_crop_frames is not None and not models.test:
         raise RenderError("--test-crop-frames is for the test model (--model test) only")
+    if session:  # the store opens (and migrates) before the workers start, or the run stops here
+        from studio.store import Store
+
+        try:
+            Store(data_dir, db_url=db_url).close()
+        except Exception as exc:  # a wrong URL, a database that is down, a missing driver
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise RenderError(f"the store's database did not open: {first}") from None
     opts = BatchOptions(source=source, text=text, base_dir=base, outdir=outdir, data_dir=data_dir,
                         models=models, plan=WorkerPlan(workers, devices or (), backend, precision, secret_file,
                                                         threads, lock_dir),
                         policy=policy, crop_frames=test_crop_frames, resume=resume and not one_song,
-                        strict=strict, quiet=quiet, session=session, single=song_out is not None)
+                        strict=strict, quiet=quiet, session=session, single=song_out is not None,
+                        db_url=db_url)
     try:
         result = Batch(opts).run()
     except KeyboardInterrupt:  # before the workers started (validation, model files): nothing to clean up
@@ -139,7 +149,7 @@ def render(jobs_file: str | None, out: Path | None, lyrics_path: str | None, sty
             result.summary["files"] = files = single.deliver(outdir, song_out)
             take_ids = (result.summary.get("jobs") or [{}])[0].get("store_take_ids") or []
             if take_ids:
-                single.relink_takes(data_dir, take_ids, files)
+                single.relink_takes(data_dir, take_ids, files, db_url=db_url)
         except (OSError, RuntimeError) as exc:
             raise RenderError(str(exc)) from None
         result.summary.pop("manifest", None)

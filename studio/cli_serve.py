@@ -25,8 +25,8 @@ log = logging.getLogger("studio.serve")
 @click.option("--host", default="127.0.0.1", help="Interface to listen on (0.0.0.0 = the whole network).")
 @click.option("--port", default=7860, type=int, help="Port to listen on.")
 @model_options
-def serve(host: str, port: int, data_dir: Path | None, workers: tuple[str, ...], devices: tuple[str, ...],
-          backend: str, precision: str, dits: tuple[str, ...], vae: str | None, model: str,
+def serve(host: str, port: int, data_dir: Path | None, db_url: str | None, workers: tuple[str, ...],
+          devices: tuple[str, ...], backend: str, precision: str, dits: tuple[str, ...], vae: str | None, model: str,
           models_dir: str | None, secret_file: str | None, threads: int | None, lock_dir: str | None,
           test_crop_frames: int | None) -> None:
     """Open the studio.
@@ -37,6 +37,7 @@ def serve(host: str, port: int, data_dir: Path | None, workers: tuple[str, ...],
       studio serve                               # the released DiffRhythm 1.2 weights (studio models fetch)
       studio serve --device cuda:0 --port 8080 --data-dir ~/songs
       studio serve --worker tcp://10.0.0.5:5601 --secret-file secret.key
+      studio serve --db postgresql://studio@dbhost/studio --data-dir /mnt/shared/studio   # one of several
     """
     logging.basicConfig(level=os.environ.get("STUDIO_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -50,7 +51,11 @@ def serve(host: str, port: int, data_dir: Path | None, workers: tuple[str, ...],
 
     data_dir = (data_dir or default_data_dir()).expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    store = Store(data_dir)
+    try:
+        store = Store(data_dir, db_url=db_url)
+    except Exception as exc:  # a wrong URL, a database that is down, a missing driver: one line, no trace
+        raise click.ClickException(f"the store's database did not open: {_first_line(exc)}") from None
+    log.info("[serve] store: %s", store.database)
     recovered = store.recover_interrupted()
     if recovered:
         log.info("[serve] %d take(s) were interrupted by the last stop; they can be retried", len(recovered))
@@ -62,7 +67,7 @@ def serve(host: str, port: int, data_dir: Path | None, workers: tuple[str, ...],
     loader.start()
     demo = build_app(svc)
     _, url, _ = launch(demo, svc, host=host, port=port, block=False)
-    click.echo(f"DiffRhythm Studio: {url}  (data: {data_dir}; Ctrl-C stops)", err=True)
+    click.echo(f"DiffRhythm Studio: {url}  (data: {data_dir}; database: {store.database}; Ctrl-C stops)", err=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -104,6 +109,10 @@ def _load_engine(svc: Any, data_dir: Path, model: str, dits: tuple[str, ...], va
         log.exception("[serve] the workers did not start")
         reason = (str(exc).splitlines() or [type(exc).__name__])[0]
         svc.model_status = ModelStatus(ready=False, problem=f"the workers did not start: {reason}")
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _offer_fetch(svc: Any, exc: Exception, models_dir: str | None, retry: Any) -> None:

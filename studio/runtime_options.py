@@ -19,12 +19,19 @@ def default_data_dir() -> Path:
     return Path(os.environ.get("STUDIO_DATA_DIR", Path(base) / "diffrhythm-studio"))
 
 
+DB_URL_ENV = "STUDIO_DB_URL"
+
+
 def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The data-dir, worker and model options of serve and render (one declaration, one help text)."""
+    """The data-dir, database, worker and model options of serve and render (one declaration, one help)."""
     options = [
         click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
                      help="The studio's data: sessions, takes, uploads, style cache "
                           "[default: $STUDIO_DATA_DIR or ~/.local/share/diffrhythm-studio]."),
+        click.option("--db", "db_url", default=None, envvar=DB_URL_ENV, metavar="URL", show_envvar=False,
+                     help="The store's database: a SQLAlchemy URL, e.g. postgresql://studio@dbhost/studio for "
+                          "several studios sharing one database (they must share the data folder too) "
+                          f"[default: ${DB_URL_ENV}, else studio.db in the data folder]."),
         click.option("--worker", "workers", multiple=True, metavar="ADDR",
                      help="A running worker (tcp://host:port); repeat for several. Default: start one locally."),
         click.option("--device", "devices", multiple=True,

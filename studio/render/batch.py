@@ -39,6 +39,7 @@ class BatchOptions:
     quiet: bool = False
     session: str | None = None
     single: bool = False  # the one-song form: problems without jobs-file line numbers
+    db_url: str | None = None  # --session: the store's database (None: studio.db in the data folder)
     stream: Any = None  # stderr
 
 
@@ -139,9 +140,10 @@ class Batch:
             from studio.store import Store
 
             # The machine's own owner: a browser sees these sessions once opened with `studio token`'s link.
-            recorder = SessionRecorder(Store(o.data_dir), o.session, Identity(o.data_dir).cli_owner())
+            recorder = SessionRecorder(Store(o.data_dir, db_url=o.db_url), o.session,
+                                       Identity(o.data_dir).cli_owner())
             manifest.header["session"] = {"name": o.session, "id": recorder.session_id,
-                                          "database": str(recorder.store.path)}
+                                          "database": recorder.store.database}  # no password
         progress = Progress(len(todo), stream=self.err, quiet=o.quiet)
         runner = BatchRunner(engine, outdir, manifest, progress, recorder=recorder)
         interrupts = Interrupts(runner.stop.set, self.say).install()

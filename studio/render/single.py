@@ -64,11 +64,11 @@ def deliver(outdir: Path, out: Path) -> dict[str, str]:
     return {fmt: str(out), "json": str(record_path)}
 
 
-def relink_takes(data_dir: Path, take_ids: list[str], files: dict[str, str]) -> None:
+def relink_takes(data_dir: Path, take_ids: list[str], files: dict[str, str], db_url: str | None = None) -> None:
     """`--session`: point the store's take at the delivered files (it was recorded in the hidden folder)."""
     from studio.store import Store
 
-    store = Store(data_dir)
+    store = Store(data_dir, db_url=db_url)
     try:
         record = read_json(Path(files["json"])) or {}
         for take_id in take_ids:
