@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
+import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lyrics_fixtures import tokenizer, vocab_path  # noqa: F401
 
-from engine.lyrics.g2p import LyricTokenizer
+from engine.lyrics.g2p import LyricTokenizer, english
 from engine.lyrics.g2p.english import merge_phones, normalise_numbers, normalise_text
 from engine.lyrics.g2p.mandarin import bopomofo_to_symbols
 from engine.lyrics.g2p.segment import segments
@@ -84,3 +88,52 @@ def test_vocab_loading(tmp_path, vocab_path, monkeypatch):  # noqa: F811
     bad.write_text(json.dumps({"nope": 1}))
     with pytest.raises(VocabError, match="unreadable"):
         load_vocab(bad)
+
+
+# Upstream's number rules as it writes them (unanchored, nested quantifiers): the reference for what the
+# linear-time rules must produce on every input upstream handles.
+_UPSTREAM_RULES = [
+    (r"([0-9][0-9,]+[0-9])", lambda m: m.group(1).replace(",", "")),
+    (r"£([0-9,]*[0-9]+)", r"\1 pounds"),
+    (r"\$([0-9.,]*[0-9]+)", english._say_dollars),
+    (r"([0-9]+)/([0-9]+)", english._say_fraction),
+    (r"([0-9]+\.[0-9]+)", lambda m: m.group(1).replace(".", " point ")),
+    (r"([0-9.,]*[0-9]+%)", lambda m: m.group(1).replace("%", " percent ")),
+    (r"[0-9]+(st|nd|rd|th)", lambda m: " " + english._inflect_engine().number_to_words(m.group(0)) + " "),
+    (r"[0-9]+", english._say_number),
+]
+
+
+def _upstream_numbers(text: str) -> str:
+    for pattern, replacement in _UPSTREAM_RULES:
+        text = re.sub(pattern, replacement, text)
+    return text
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(st.text(alphabet="0123456789.,/%$£stndrh x", max_size=40))
+def test_number_rules_match_upstream(text):
+    assert normalise_numbers(text) == _upstream_numbers(text)
+
+
+@pytest.mark.parametrize("text", [
+    "1" * 20_000, "1," * 10_000, "$" + "1." * 10_000, "1" * 20_000 + "%x", "." * 20_000 + "5",
+    "1" * 20_000 + "/", "1" * 20_000 + ".", "1" * 20_000 + "s", "$" * 20_000, "1" * 10_000 + "/" + "2" * 10_000,
+])
+def test_number_rules_are_linear(text):
+    english._inflect_engine()  # its import is not the rules' time
+    start = time.perf_counter()
+    out = normalise_numbers(text)
+    assert time.perf_counter() - start < 1.0, "quadratic again (these took 30 s and more)"
+    assert out.strip()
+
+
+def test_numbers_past_inflect_are_read_digit_by_digit():
+    # inflect raises past 36 digits and int() past 4300: upstream crashes on these lines.
+    assert normalise_numbers("1" * 37).split() == ["one"] * 37
+    assert normalise_numbers("9" * 36).startswith(" nine hundred ninety-nine decillion,")
+    assert normalise_numbers("0" * 40 + "7").split() == ["seven"]  # leading zeros do not make it long
+    assert normalise_numbers("2" * 40 + "nd").split() == ["two"] * 40 + ["nd"]
+    assert normalise_numbers("1" * 40 + "/" + "3").split() == ["one"] * 40 + ["over", "three"]
+    dollars = normalise_numbers("$" + "5" * 5000 + ".01").split()
+    assert dollars[:2] == ["five", "five"] and dollars[-3:] == ["dollars,", "one", "cent"]

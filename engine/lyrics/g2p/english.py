@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
 
 PUNCTUATION_MARKS = ",.?!;:'…"
 
@@ -61,25 +62,42 @@ def _inflect_engine():  # imported lazily: inflect costs ~0.3 s at import
     return inflect.engine()
 
 
+# inflect spells numbers up to 36 digits and raises past that (and int() refuses > 4300 digits): longer
+# digit runs are read digit by digit, which upstream never reaches (it raises on them).
+_MAX_SPELLED_DIGITS = 36
+_DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+
+
+def _say_digits(digits: str) -> str:
+    return " " + " ".join(_DIGIT_WORDS[int(d)] for d in digits) + " "
+
+
+def _spellable(digits: str) -> bool:
+    return len(digits.lstrip("0")) <= _MAX_SPELLED_DIGITS
+
+
 def _say_dollars(m: re.Match[str]) -> str:
     amount = m.group(1)
     parts = amount.split(".")
     if len(parts) > 2:
         return f" {amount} dollars "
-    dollars = int(parts[0]) if parts[0] else 0
-    cents = int(parts[1]) if len(parts) > 1 and parts[1] else 0
-    d_unit = "dollar" if dollars == 1 else "dollars"
-    c_unit = "cent" if cents == 1 else "cents"
-    if dollars and cents:
+    # Kept as digit strings (leading zeros dropped, as int() would): the number rules below spell them.
+    dollars = parts[0].lstrip("0") or "0"
+    cents = (parts[1].lstrip("0") or "0") if len(parts) > 1 else "0"
+    d_unit = "dollar" if dollars == "1" else "dollars"
+    c_unit = "cent" if cents == "1" else "cents"
+    if dollars != "0" and cents != "0":
         return f" {dollars} {d_unit}, {cents} {c_unit} "
-    if dollars:
+    if dollars != "0":
         return f" {dollars} {d_unit} "
-    if cents:
+    if cents != "0":
         return f" {cents} {c_unit} "
     return " zero dollars "
 
 
 def _say_fraction(m: re.Match[str]) -> str:
+    if not (_spellable(m.group(1)) and _spellable(m.group(2))):
+        return f"{_say_digits(m.group(1))}over{_say_digits(m.group(2))}"
     eng = _inflect_engine()
     num, den = int(m.group(1)), int(m.group(2))
     if (num, den) == (1, 2):
@@ -93,7 +111,15 @@ def _say_fraction(m: re.Match[str]) -> str:
     return f" {eng.number_to_words(num)} {eng.ordinal(eng.number_to_words(den))} "
 
 
+def _say_ordinal(m: re.Match[str]) -> str:
+    if not _spellable(m.group(1)):
+        return _say_digits(m.group(1)) + m.group(2) + " "
+    return " " + _inflect_engine().number_to_words(m.group(0)) + " "
+
+
 def _say_number(m: re.Match[str]) -> str:
+    if not _spellable(m.group(0)):
+        return _say_digits(m.group(0))
     eng = _inflect_engine()
     num = int(m.group(0))
     if 1000 < num < 3000:  # read like a year
@@ -107,16 +133,27 @@ def _say_number(m: re.Match[str]) -> str:
     return " " + eng.number_to_words(num, andword="") + " "
 
 
+# Upstream's rules, written to run in linear time with the same matches: each is anchored at the start of
+# a run ((?<![0-9]) etc.; unanchored, a failing match is retried from every digit of a long run), and
+# `[0-9.,]*[0-9]+` became `[0-9.,]*[0-9]` (the nested quantifiers backtracked over every split point).
+# Quadratic before: 2000 digits took seconds. tests/test_lyrics_g2p.py checks both give the same text.
+_NUMBER_RULES: list[tuple[re.Pattern[str], Any]] = [
+    (re.compile(r"(?<![0-9])([0-9][0-9,]+[0-9])"), lambda m: m.group(1).replace(",", "")),
+    (re.compile(r"£([0-9,]*[0-9])"), r"\1 pounds"),
+    (re.compile(r"\$([0-9.,]*[0-9])"), _say_dollars),
+    (re.compile(r"(?<![0-9])([0-9]+)/([0-9]+)"), _say_fraction),
+    (re.compile(r"(?<![0-9])([0-9]+\.[0-9]+)"), lambda m: m.group(1).replace(".", " point ")),
+    (re.compile(r"(?<![0-9.,])([0-9.,]*[0-9]%)"), lambda m: m.group(1).replace("%", " percent ")),
+    (re.compile(r"(?<![0-9])([0-9]+)(st|nd|rd|th)"), _say_ordinal),
+    (re.compile(r"[0-9]+"), _say_number),
+]
+
+
 def normalise_numbers(text: str) -> str:
-    """Spell out numbers the way upstream does (order of the rules matters)."""
-    text = re.sub(r"([0-9][0-9,]+[0-9])", lambda m: m.group(1).replace(",", ""), text)
-    text = re.sub(r"£([0-9,]*[0-9]+)", r"\1 pounds", text)
-    text = re.sub(r"\$([0-9.,]*[0-9]+)", _say_dollars, text)
-    text = re.sub(r"([0-9]+)/([0-9]+)", _say_fraction, text)
-    text = re.sub(r"([0-9]+\.[0-9]+)", lambda m: m.group(1).replace(".", " point "), text)
-    text = re.sub(r"([0-9.,]*[0-9]+%)", lambda m: m.group(1).replace("%", " percent "), text)
-    text = re.sub(r"[0-9]+(st|nd|rd|th)", lambda m: " " + _inflect_engine().number_to_words(m.group(0)) + " ", text)
-    return re.sub(r"[0-9]+", _say_number, text)
+    """Spell out numbers the way upstream does (order of the rules matters), in time linear in the text."""
+    for pattern, replacement in _NUMBER_RULES:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def normalise_text(text: str) -> str:
