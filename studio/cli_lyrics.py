@@ -68,15 +68,24 @@ def lyrics() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the token track and per-line report as JSON.")
 @_models_dir_option
 def check(file: str, duration: float, as_json: bool, models_dir: str | None) -> None:
-    """Report what happens to every line of FILE (an LRC; '-' reads stdin)."""
-    from engine.lyrics import EspeakMissing, VocabError, layout_lyrics, render_text
+    """Report what happens to every line of FILE (an LRC, or plain lyrics timed as the page would;
+    '-' reads stdin): the same layout the page's report and a render use."""
+    from engine.lyrics import EspeakMissing, VocabError, render_text
+    from engine.request import SongRequest, layout_request_lyrics, lyrics_problem
 
     text = _read(file)
+    problem = lyrics_problem(text, duration)
+    if problem:
+        click.echo(f"error: {problem}", err=True)
+        sys.exit(EXIT_UNREADABLE)
     try:
-        layout = layout_lyrics(text, duration, tokenizer=_tokenizer(models_dir))
+        layout = layout_request_lyrics(SongRequest(lyrics=text, duration=duration), tokenizer=_tokenizer(models_dir))
     except (VocabError, EspeakMissing) as exc:
         _environment_error(exc)
         return
+    except ValueError as exc:  # a request the engine refuses, or plain lyrics that cannot fit the duration
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_LOST)
     if as_json:
         click.echo(json.dumps(layout.to_dict(), ensure_ascii=False))
     else:
