@@ -35,7 +35,9 @@ import enum
 
 import msgspec
 
-PROTOCOL_VERSION = 1
+# Bumped on any change to a message's fields or meaning; peers of another version are refused at HELLO.
+# 1: first release. 2: Limits gained max_forward_batch / max_forward_work (the bounds of one FORWARD).
+PROTOCOL_VERSION = 2
 
 # Struct options as vLLM's EngineCoreOutputs: positional arrays (small headers), defaults left out,
 # no GC tracking (messages hold no cycles).
