@@ -6,6 +6,7 @@ the engine and then only follows the take runner's live state.
 
 from __future__ import annotations
 
+import html
 import logging
 import time
 from collections.abc import Iterator
@@ -34,12 +35,15 @@ class Handlers(TakeHandlers):
         """The live per-line report: what the model will sing, what is dropped and why."""
         if instrumental or not (lyrics or "").strip():
             return "<div class='lyric-report'><i>Instrumental: no lyrics will be sung.</i></div>"
-        try:
-            from engine.request import SongRequest, layout_request_lyrics
+        from engine.request import SongRequest, layout_request_lyrics, lyrics_problem
 
+        problem = lyrics_problem(lyrics, duration)  # the size limit before any layout work
+        if problem:
+            return f"<div class='lyric-report bad'>Cannot lay these lyrics out: {html.escape(problem)}</div>"
+        try:
             layout = layout_request_lyrics(SongRequest(lyrics=lyrics, duration=float(duration)))
         except Exception as exc:  # show the problem where the musician types, never a stack trace
-            return f"<div class='lyric-report bad'>Cannot lay these lyrics out: {type(exc).__name__}: {exc}</div>"
+            return f"<div class='lyric-report bad'>Cannot lay these lyrics out: {html.escape(str(exc))}</div>"
         return present.lyric_report_html(layout)
 
     def time_lyrics(self, plain: str, duration: float, tempo: float | None, intro: float | None) -> dict:

@@ -55,6 +55,15 @@ def test_lyric_report_instrumental_and_errors_are_shown_not_raised(h: Handlers) 
     assert "lyric-report" in html  # a table, or the reason it cannot be laid out
 
 
+def test_lyric_report_refuses_oversized_text_before_laying_it_out(h: Handlers) -> None:
+    import time
+
+    started = time.perf_counter()
+    out = h.lyric_report("[00:01.00]" + "la " * 100_000, 95, False)  # 300,000 characters
+    assert "the limit is 200,000" in out and time.perf_counter() - started < 2
+    assert "<script>" not in h.lyric_report("<script>x</script>", "95<script>", False)
+
+
 def test_choosing_a_style_source_clears_the_others(h: Handlers) -> None:
     s = h.page.style
     out = h.style_source("audio")
