@@ -17,7 +17,6 @@ import signal
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import msgspec
 import zmq
@@ -25,6 +24,7 @@ import zmq
 from device_worker import protocol as P
 from device_worker import wire
 from device_worker.backends import make_backend
+from device_worker.config import WorkerConfig
 from device_worker.core import WorkerCore, check_call
 from device_worker.lifecycle import DeviceLock, check_bind, clean_stale_ipc, ipc_path, rss_bytes
 from device_worker.scheduler import Call, Scheduler
@@ -35,29 +35,12 @@ _INPROC = "inproc://events"
 _CALLS = (P.Op.ENCODE, P.Op.STYLE, P.Op.FORWARD)
 
 
-@dataclass
-class WorkerConfig:
-    bind: str
-    dit: str
-    vae: str
-    backend: str = "torch"
-    device: str = "cpu"
-    precision: str = "float32"
-    policy: str = "fair"
-    max_jobs: int = 8
-    secret: bytes | None = None  # HMAC key; required for a non-loopback tcp bind
-    threads: int | None = None  # torch intra-op threads (None: torch's default)
-    lock_dir: str | None = None
-    style: str | None = None  # style model checkpoint; None: STYLE answers "style model not loaded"
-    mode: str = "mixed"  # half-precision flavour (device_worker.sampling)
-    parent_pid: int | None = None  # exit when this process is gone (a local worker must not outlive its engine)
-
-
 class WorkerServer:
     """The worker process: ROUTER socket + IO thread around a WorkerCore on the main thread."""
 
     def __init__(self, cfg: WorkerConfig) -> None:
         self.cfg = cfg
+        self.secret = cfg.secret if cfg.secret is not None else wire.read_secret(cfg.secret_file)
         self.limits = P.Limits(max_jobs=cfg.max_jobs)
         options: dict[str, object] = {"threads": cfg.threads, "mode": cfg.mode, "style_path": cfg.style}
         self.backend = make_backend(cfg.backend, cfg.device, cfg.precision,
@@ -78,7 +61,7 @@ class WorkerServer:
     # ---- lifecycle ----------------------------------------------------------------------------------
     def serve(self) -> int:
         """Bind, load, serve until SHUTDOWN or SIGTERM; returns the exit code."""
-        check_bind(self.cfg.bind, self.cfg.secret is not None)
+        check_bind(self.cfg.bind, self.secret is not None)
         self._lock.acquire()
         io = threading.Thread(target=self._io_main, name="worker-io", daemon=True)
         try:
@@ -155,7 +138,7 @@ class WorkerServer:
     def _emit(self, peer: bytes, rid: int, body: msgspec.Struct, tensors: Mapping[str, wire.Tensor] | None) -> None:
         """Compute thread -> IO thread -> peer (b"" = every peer that said HELLO). Buffers are not copied."""
         assert self._push is not None
-        frames = wire.encode(body, rid, tensors, key=self.cfg.secret)
+        frames = wire.encode(body, rid, tensors, key=self.secret)
         self._push.send_multipart([peer, *frames], copy=False)
 
     # ---- IO thread ----------------------------------------------------------------------------------
@@ -216,7 +199,7 @@ class WorkerServer:
             router.send_multipart([p, *body])
 
     def _reply(self, router: zmq.Socket, peer: bytes, rid: int, body: msgspec.Struct) -> None:
-        router.send_multipart([peer, *wire.encode(body, rid, key=self.cfg.secret)], copy=False)
+        router.send_multipart([peer, *wire.encode(body, rid, key=self.secret)], copy=False)
 
     def _handle(self, router: zmq.Socket, frames: list[zmq.Frame]) -> None:
         """One message from a peer. Nothing it holds may stop the IO thread: whatever escapes the
@@ -239,7 +222,7 @@ class WorkerServer:
 
     def _on_message(self, router: zmq.Socket, peer: bytes, frames: list[zmq.Frame]) -> None:
         try:
-            msg = wire.decode(frames, limits=self.limits, key=self.cfg.secret)
+            msg = wire.decode(frames, limits=self.limits, key=self.secret)
         except wire.WireError as exc:
             logger.warning("[io] refused peer=%s error=%s", peer.hex(), P.exc_text(exc))
             self._reply(router, peer, wire.peek_rid(frames), P.Error(P.exc_text(exc)))

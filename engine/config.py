@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-POLICIES = ("fifo", "fair", "share")
+from device_worker.scheduler import POLICIES
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ events with deadlines. No torch here: `RemoteDiT` (in `engine.remote_dit`) impor
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
@@ -31,6 +32,7 @@ import zmq
 
 from device_worker import protocol as P
 from device_worker import wire
+from device_worker.config import WorkerConfig
 from engine.remote_calls import (
     TERMINAL,
     Event,
@@ -59,28 +61,26 @@ UNIT_TIMEOUT_S = 600.0  # a card unit (one DiT step, one VAE window) running lon
 class Worker:
     """A device worker process (or a connection to one) with heartbeats and per-request event queues."""
 
-    def __init__(self, dit: str | None = None, vae: str | None = None, backend: str = "torch", device: str = "cpu",
-                 python: str | None = None, bind: str | None = None, *, command: Sequence[str] | None = None,
-                 connect: str | None = None, policy: str = "fair", precision: str = "float32", max_jobs: int = 8,
-                 threads: int | None = None, secret: bytes | None = None, secret_file: str | None = None,
-                 lock_dir: str | None = None, style: str | None = None, extra_args: Sequence[str] = (),
+    def __init__(self, dit: str | None = None, vae: str | None = None, *, connect: str | None = None,
+                 python: str | None = None, command: Sequence[str] | None = None, extra_args: Sequence[str] = (),
                  heartbeat_s: float = 0.5, dead_after_s: float = 3.0, unit_timeout_s: float | None = UNIT_TIMEOUT_S,
-                 env: Mapping[str, str] | None = None) -> None:
-        self.dit, self.vae, self.backend, self.device = dit, vae, backend, device
-        self.python, self.command, self.policy, self.precision = python, command, policy, precision
-        self.max_jobs, self.threads, self.lock_dir, self.style = max_jobs, threads, lock_dir, style
-        self.extra_args = list(extra_args)
-        self.secret_file = secret_file
-        self.secret = secret if secret is not None else wire.read_secret(secret_file)
+                 env: Mapping[str, str] | None = None, **options: Any) -> None:
+        """`options` are the worker's own configuration, `device_worker.config.WorkerConfig`'s fields
+        (backend, device, precision, policy, max_jobs, threads, lock_dir, style, bind, secret_file,
+        secret, ...): declared there once, passed on as its flags. The rest is how this side starts
+        (`python` or a `command` prefix such as a container) and watches the process."""
+        self.config = WorkerConfig(dit=dit, vae=vae, **options)  # TypeError names an unknown option
+        self.python, self.command, self.extra_args = python, command, list(extra_args)
+        self.secret = self.config.secret if self.config.secret is not None else wire.read_secret(self.config.secret_file)
         self.heartbeat_s, self.dead_after_s, self.unit_timeout_s = heartbeat_s, dead_after_s, unit_timeout_s
         self._slowest_unit = 0.0  # longest unit seen to finish (from PONG busy times), seconds
         self._last_busy = 0.0
         self.env = dict(env) if env is not None else None
         self._tmpdir: str | None = None
-        if connect is None and bind is None:
+        if connect is None and not self.config.bind:
             self._tmpdir = tempfile.mkdtemp(prefix="drs-")  # short path: unix sockets cap at ~107 chars
-            bind = f"ipc://{self._tmpdir}/worker.sock"
-        self.endpoint = connect or bind
+            self.config.bind = f"ipc://{self._tmpdir}/worker.sock"
+        self.endpoint = connect or self.config.bind
         self.spawn = connect is None
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path: str | None = None
@@ -102,22 +102,16 @@ class Worker:
     def argv(self) -> list[str]:
         """The worker's command line: `command` prefix (a container, another venv) or `python -m`."""
         prefix = list(self.command) if self.command else [self.python or sys.executable]
-        argv = [*prefix, "-m", "device_worker", "--backend", self.backend, "--device", self.device,
-                "--bind", self.endpoint, "--dit", str(self.dit), "--vae", str(self.vae), "--policy", self.policy,
-                "--precision", self.precision, "--max-jobs", str(self.max_jobs)]
+        cfg = self.config
         if not self.command:  # under a container/launcher prefix the worker's parent is not this process
-            argv += ["--parent-pid", str(os.getpid())]
-        for flag, value in (("--threads", self.threads), ("--lock-dir", self.lock_dir), ("--style", self.style),
-                            ("--secret-file", self.secret_file)):
-            if value is not None:
-                argv += [flag, str(value)]
-        return argv + self.extra_args
+            cfg = dataclasses.replace(cfg, parent_pid=os.getpid())
+        return [*prefix, "-m", "device_worker", *cfg.to_argv(), *self.extra_args]
 
     def start(self) -> Worker:
         if self.spawn:
-            if self.dit is None or self.vae is None:
+            if self.config.dit is None or self.config.vae is None:
                 raise ValueError("Worker needs dit= and vae= checkpoint paths to start a worker (or connect=)")
-            if self.secret is not None and self.secret_file is None:
+            if self.secret is not None and self.config.secret_file is None:
                 raise ValueError("pass secret_file= so the worker process gets the same secret")
             logdir = self._tmpdir or tempfile.gettempdir()
             self.log_path = os.path.join(logdir, "worker.log")
@@ -351,7 +345,7 @@ class Worker:
         """How long one unit may run before the card counts as hung. None on a CPU: a CPU does not wedge
         the way a card does, and a release-size CPU step legitimately takes minutes. On a card: the
         configured bound, stretched to 10x the slowest unit seen, so a slow but healthy model never trips it."""
-        device = (self.welcome.device if self.welcome else self.device) or ""
+        device = (self.welcome.device if self.welcome else self.config.device) or ""
         if self.unit_timeout_s is None or device.startswith("cpu"):
             return None
         return max(self.unit_timeout_s, 10.0 * self._slowest_unit)

@@ -13,6 +13,8 @@ from typing import Any
 
 import click
 
+from device_worker.config import PRECISIONS
+
 
 def default_data_dir() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
@@ -37,7 +39,7 @@ def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--device", "devices", multiple=True,
                      help="Start a local worker on this device (cpu, cuda:0, ...); repeat."),
         click.option("--backend", default="torch", help="Worker backend for local workers (torch, ttnn)."),
-        click.option("--precision", default="float32", type=click.Choice(["float32", "float16", "bfloat16"]),
+        click.option("--precision", default="float32", type=click.Choice(list(PRECISIONS)),
                      help="Local workers' precision (float16/bfloat16 on GPUs)."),
         click.option("--dit", "dits", multiple=True, metavar="PATH|NAME",
                      help="DiT checkpoint folder/file or model name; repeat for base and full. Default: the release."),

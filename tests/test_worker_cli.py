@@ -2,19 +2,46 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
+from device_worker.__main__ import build_parser
+from device_worker.config import OPTIONS, WorkerConfig, flag
+from engine.remote import Worker
 from studio.cli_worker import worker
 
 
 def test_help_lists_the_flags_and_examples():
     out = CliRunner().invoke(worker, ["--help"]).output
-    for flag in ("--backend", "--device", "--bind", "--dit", "--vae", "--secret-file", "--policy", "--max-jobs"):
-        assert flag in out
+    for f in OPTIONS:  # every option of the one declaration, on both command lines
+        assert flag(f) in out
+        assert flag(f) in build_parser().format_help()
     assert "studio worker --device cuda:0" in out
+
+
+def test_the_engine_starts_a_worker_with_exactly_its_configuration(tmp_path):
+    w = Worker(dit="ckpt/dit", vae="v.pt", device="cuda:1", precision="float16", mode="upstream", policy="fifo",
+               max_jobs=3, threads=2, lock_dir=str(tmp_path), style="mulan", secret_file=None)
+    argv = w.argv()
+    assert argv[1:3] == ["-m", "device_worker"]
+    parsed = WorkerConfig(**vars(build_parser().parse_args(argv[3:])))
+    assert parsed == WorkerConfig(**{**w.config.__dict__, "parent_pid": os.getpid()})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'max_job'"):
+        Worker(dit="d", vae="v", max_job=3)  # a typo is refused, not dropped
+    with pytest.raises(ValueError, match="--precision must be one of"):
+        Worker(dit="d", vae="v", precision="fp8")
+
+
+def test_bad_option_values_are_usage_errors(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "v.pt").write_bytes(b"")
+    res = CliRunner().invoke(worker, ["--bind", "ipc:///tmp/x.sock", "--dit", str(tmp_path / "d"),
+                                      "--vae", str(tmp_path / "v.pt"), "--max-jobs", "0"])
+    assert res.exit_code == 2 and "--max-jobs must be at least 1" in res.output
 
 
 def test_non_loopback_tcp_without_secret_is_refused(tmp_path):
