@@ -17,7 +17,7 @@ import msgspec
 
 from device_worker import protocol as P
 from device_worker.backends.base import Backend, JobSpec
-from device_worker.scheduler import Call, Job, Scheduler
+from device_worker.scheduler import Call, Scheduler, WorkerJob
 from device_worker.shapes import HOP, plan_windows
 from device_worker.wire import BF16, Message, ProtocolError, Tensor, check_tensors
 
@@ -112,7 +112,7 @@ class WorkerCore:
         """Validate a SUBMIT/DECODE and hand it to the scheduler; raises (the IO thread replies ERROR)."""
         spec = job_spec(msg, self.limits, self.backend.precision)
         label = getattr(msg.body, "label", "") or msg.op.name.lower()
-        job = Job(peer, msg.rid, spec, label=label)
+        job = WorkerJob(peer, msg.rid, spec, label=label)
         queued = self.scheduler.add_job(job)
         windows = len(plan_windows(spec.frames, spec.decode_window, spec.decode_overlap))
         steps = 0 if spec.latent is not None else spec.steps
@@ -145,12 +145,12 @@ class WorkerCore:
             self._free(job)
             self.emit(job.peer, job.rid, P.Error(f"WorkerShutdown: {reason}"), None)
 
-    def _free(self, job: Job) -> None:
+    def _free(self, job: WorkerJob) -> None:
         if job.handle is not None:
             self.backend.free(job.handle)
             job.handle = None
 
-    def _reap(self, job: Job) -> None:
+    def _reap(self, job: WorkerJob) -> None:
         h = job.handle
         stage = "queued" if h is None else ("steps" if not h.steps_finished else "decode")
         self._free(job)
@@ -180,7 +180,7 @@ class WorkerCore:
             logger.warning("[call] failed rid=%d op=%s error=%s", call.rid, msg.op.name, P.exc_text(exc))
             self.emit(call.peer, call.rid, P.Error(P.exc_text(exc)), None)
 
-    def _run_unit(self, job: Job) -> None:
+    def _run_unit(self, job: WorkerJob) -> None:
         try:
             self._unit(job)
         except Exception as exc:  # noqa: BLE001 - a failed unit ends that job only
@@ -191,7 +191,7 @@ class WorkerCore:
         else:
             self.scheduler.unit_done(job)
 
-    def _unit(self, job: Job) -> None:
+    def _unit(self, job: WorkerJob) -> None:
         tm = job.timings
         t0 = time.perf_counter()
         h = job.handle

@@ -32,7 +32,7 @@ class JobLimitError(RuntimeError):
 
 
 @dataclass(eq=False)
-class Job:
+class WorkerJob:
     """A song job the worker holds, from admission to DONE, ERROR or CANCELLED."""
 
     peer: bytes
@@ -69,16 +69,16 @@ class Scheduler:
         self.max_jobs = max_jobs
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._jobs: dict[tuple[bytes, int], Job] = {}
+        self._jobs: dict[tuple[bytes, int], WorkerJob] = {}
         self._calls: deque[Call] = deque()
         self._seq = itertools.count()
-        self._ring: deque[Job] = deque()  # fair: next job at the left
-        self._round: deque[Job] = deque()  # share: jobs still to run in this round
+        self._ring: deque[WorkerJob] = deque()  # fair: next job at the left
+        self._round: deque[WorkerJob] = deque()  # share: jobs still to run in this round
         self._stopping = False
         self.jobs_done = 0
 
     # ---- IO thread ----------------------------------------------------------------------------------
-    def add_job(self, job: Job) -> int:
+    def add_job(self, job: WorkerJob) -> int:
         """Admit a job; returns how many jobs were held before it. Raises JobLimitError when full."""
         with self._cond:
             if job.key in self._jobs:
@@ -140,13 +140,13 @@ class Scheduler:
                     return None
                 self._cond.wait(left)
 
-    def unit_done(self, job: Job) -> None:
+    def unit_done(self, job: WorkerJob) -> None:
         """Move a job that just ran a unit to where the policy wants it next."""
         with self._cond:
             if self.policy == "fair" and self._ring and self._ring[0] is job:
                 self._ring.rotate(-1)  # to the back of the ring
 
-    def remove(self, job: Job, *, finished: bool = False) -> None:
+    def remove(self, job: WorkerJob, *, finished: bool = False) -> None:
         """Forget a job (done, cancelled or failed); its device state must already be freed."""
         with self._cond:
             self._jobs.pop(job.key, None)
@@ -158,7 +158,7 @@ class Scheduler:
             if finished:
                 self.jobs_done += 1
 
-    def drain(self) -> list[Job]:
+    def drain(self) -> list[WorkerJob]:
         """Remove and return every job held (shutdown)."""
         with self._cond:
             jobs = sorted(self._jobs.values(), key=lambda j: j.seq)
@@ -168,7 +168,7 @@ class Scheduler:
             self._calls.clear()
             return jobs
 
-    def _pick(self) -> Job | None:
+    def _pick(self) -> WorkerJob | None:
         if not self._jobs:
             return None
         if self.policy == "fifo":

@@ -22,7 +22,7 @@ from typing import Any
 from engine.config import EngineConfig
 from engine.events import TakeResult
 from engine.inputs import DeviceOps, HostInputs
-from engine.jobs import Job
+from engine.jobs import EngineJob
 from engine.outputs import TakeInfo, new_take_dir, write_take
 from engine.pipeline import Pipeline
 from engine.request import Problem, SongRequest, ValidationError
@@ -82,7 +82,7 @@ class Engine:
         return validation
 
     def submit(self, request: SongRequest, *, interactive: bool = False, out_dir: str | Path | None = None,
-               validation: Any = None) -> Job:
+               validation: Any = None) -> EngineJob:
         """Validate, fix the seed, queue. `interactive`: cancel the job when its last subscriber leaves.
         `out_dir`: write the takes into this folder (the batch renderer's per-id folders) instead of a
         fresh folder per take under `data_dir/takes/`. `validation`: what `validate(request)` returned for
@@ -94,7 +94,7 @@ class Engine:
         if validation is None:
             validation = self.validate(request)
         validation.raise_if_invalid()
-        job = Job(request, interactive=interactive)
+        job = EngineJob(request, interactive=interactive)
         ctx = JobContext(job, request, request.seeds(), validation=validation,
                          out_dir=Path(out_dir) if out_dir is not None else None)
         job._on_cancel = lambda _job, _reason: self.pipeline.cancel(ctx)

@@ -36,9 +36,9 @@ _DROPPED: Any = object()  # stands in for a pruned audio chunk
 AUDIO_LINGER_S = 120.0  # how long after its end a job keeps audio a live subscriber has not read yet
 
 
-class Job:
+class EngineJob:
     def __init__(self, request: Any, *, interactive: bool = False, job_id: str | None = None,
-                 on_cancel: Callable[[Job, str], None] | None = None, audio_linger_s: float = AUDIO_LINGER_S):
+                 on_cancel: Callable[[EngineJob, str], None] | None = None, audio_linger_s: float = AUDIO_LINGER_S):
         self.id = job_id or uuid.uuid4().hex[:16]
         self.request = request
         self.interactive = interactive
@@ -247,13 +247,13 @@ class Job:
         return bool(self._events) and self._events[-1].terminal and cursor >= len(self._events)
 
     def __repr__(self) -> str:
-        return f"Job({self.id}, {self.status}, {len(self._events)} events)"
+        return f"EngineJob({self.id}, {self.status}, {len(self._events)} events)"
 
 
 class Subscription:
     """One listener's cursor into a job's events. Close it (or leave the `with` block) when done."""
 
-    def __init__(self, job: Job):
+    def __init__(self, job: EngineJob):
         self.job = job
         self._cursor = 0  # index of the next event to read; the job drops audio only behind every cursor
         self._missed = 0  # audio chunks dropped before this subscriber read them (it fell behind)

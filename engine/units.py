@@ -11,7 +11,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from engine.events import TakeEta, TakeResult
-from engine.jobs import Job
+from engine.jobs import EngineJob
 
 
 class BusyError(RuntimeError):
@@ -49,7 +49,7 @@ class Prepared:
 class JobContext:
     """A job's state inside the engine: its takes, the shared preparation, how it ends."""
 
-    def __init__(self, job: Job, request: Any, seeds: list[int], *, validation: Any = None,
+    def __init__(self, job: EngineJob, request: Any, seeds: list[int], *, validation: Any = None,
                  out_dir: Path | None = None):
         self.job = job
         self.request = request
@@ -87,7 +87,7 @@ class Unit:
     handle: Any = None  # the device stage's handle for cancel
 
     @property
-    def job(self) -> Job:
+    def job(self) -> EngineJob:
         return self.ctx.job
 
     @property

@@ -25,7 +25,7 @@ from engine.events import (
     TakeDone,
     TakeResult,
 )
-from engine.jobs import Job
+from engine.jobs import EngineJob
 from engine.pipeline import Pipeline
 from engine.units import BusyError, JobContext, Prepared, Unit
 
@@ -108,7 +108,7 @@ def make(tmp_path: Path, device: FakeDevice | None = None, **kw) -> tuple[Pipeli
 def submit(pipe: Pipeline, req: Req, seeds: list[int], *, subscribe: int = 0, **kw):
     """The job; with `subscribe=n`, (job, n subscriptions made before the job can start): live from the
     first event whatever the machine's load (a subscriber made later may come after the job ended)."""
-    job = Job(req, **kw)
+    job = EngineJob(req, **kw)
     subs = [job.subscribe() for _ in range(subscribe)]
     ctx = JobContext(job, req, seeds)
     job._on_cancel = lambda j, reason: pipe.cancel(ctx)
@@ -116,7 +116,7 @@ def submit(pipe: Pipeline, req: Req, seeds: list[int], *, subscribe: int = 0, **
     return (job, subs) if subscribe else job
 
 
-def kinds(job: Job) -> list[str]:
+def kinds(job: EngineJob) -> list[str]:
     return [e.kind for e in job.events]
 
 
@@ -173,12 +173,12 @@ def test_variations_and_several_subscribers_sync_and_async(tmp_path: Path) -> No
     pipe.close()
 
 
-def _chunk(job: Job, j: int) -> AudioChunk:
+def _chunk(job: EngineJob, j: int) -> AudioChunk:
     return AudioChunk(job.id, take=0, j=j, total=3, start=(j - 1) * 10, audio=np.full((10, 2), j, np.float32))
 
 
 def test_a_slow_subscriber_never_loses_an_event() -> None:
-    job = Job(None)
+    job = EngineJob(None)
     fast, slow = job.subscribe(), job.subscribe()
     events = [Queued(job.id, position=0, ahead=0), Running(job.id, take=0, seed=1, worker="w"),
               *(_chunk(job, j) for j in (1, 2, 3)), Done(job.id, takes=(), timings={})]
@@ -194,7 +194,7 @@ def test_a_slow_subscriber_never_loses_an_event() -> None:
 
 
 def test_a_subscriber_that_stops_reading_is_told_it_fell_behind() -> None:
-    job = Job(None, audio_linger_s=0.05)
+    job = EngineJob(None, audio_linger_s=0.05)
     stalled, gone = job.subscribe(), job.subscribe()
     done = Done(job.id, takes=(), timings={})
     for e in [Queued(job.id, position=0, ahead=0), _chunk(job, 1), _chunk(job, 2), done]:
@@ -212,7 +212,7 @@ def test_a_subscriber_that_stops_reading_is_told_it_fell_behind() -> None:
 def test_a_lagging_subscriber_that_closes_or_is_dropped_frees_the_audio_at_once() -> None:
     import gc
 
-    job = Job(None)
+    job = EngineJob(None)
     closed, dropped = job.subscribe(), job.subscribe()
     for e in [_chunk(job, 1), _chunk(job, 2), Done(job.id, takes=(), timings={})]:
         job.publish(e)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from device_worker.scheduler import Call, Job, JobLimitError, Scheduler
+from device_worker.scheduler import Call, JobLimitError, Scheduler, WorkerJob
 
 
 def _run(policy: str, units: dict[str, int], arrivals: dict[int, str]) -> tuple[list[str], list[str]]:
@@ -19,7 +19,7 @@ def _run(policy: str, units: dict[str, int], arrivals: dict[int, str]) -> tuple[
     i = 0
     while True:
         if i in arrivals:
-            s.add_job(Job(b"p", i, arrivals[i], label=arrivals[i]))  # rid = arrival index, unique
+            s.add_job(WorkerJob(b"p", i, arrivals[i], label=arrivals[i]))  # rid = arrival index, unique
         item = s.next(0)
         if item is None:
             if any(k > i for k in arrivals):
@@ -68,7 +68,7 @@ def test_every_unit_runs_exactly_once(policy):
 
 def test_cancel_is_reaped_first_and_calls_run_before_units():
     s = Scheduler("fifo", max_jobs=2)
-    a, b = Job(b"p", 1, None), Job(b"p", 2, None)
+    a, b = WorkerJob(b"p", 1, None), WorkerJob(b"p", 2, None)
     s.add_job(a)
     s.add_job(b)
     s.add_call(Call(b"p", 3, "forward"))
@@ -81,11 +81,11 @@ def test_cancel_is_reaped_first_and_calls_run_before_units():
 
 def test_job_cap_and_duplicate_ids():
     s = Scheduler("fair", max_jobs=1)
-    s.add_job(Job(b"p", 1, None))
+    s.add_job(WorkerJob(b"p", 1, None))
     with pytest.raises(JobLimitError, match="cap 1"):
-        s.add_job(Job(b"p", 2, None))
+        s.add_job(WorkerJob(b"p", 2, None))
     with pytest.raises(ValueError, match="already held"):
-        s.add_job(Job(b"p", 1, None))
+        s.add_job(WorkerJob(b"p", 1, None))
     assert len(s) == 1
 
 

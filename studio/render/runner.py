@@ -43,7 +43,7 @@ class Pending:
 @dataclass
 class Active:
     pending: Pending
-    handle: Any  # engine.jobs.Job
+    handle: Any  # engine.jobs.EngineJob
     partial: Path
     started: float = field(default_factory=time.monotonic)
     takes: dict[int, Any] = field(default_factory=dict)  # take -> TakeResult
