@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 
 import msgspec
 
+from device_worker import controls
 from device_worker import protocol as P
 from device_worker.backends.base import Backend, JobSpec
 from device_worker.scheduler import Call, Scheduler, WorkerJob
@@ -51,8 +52,15 @@ def job_spec(msg: Message, limits: P.Limits, precision: str) -> JobSpec:
             raise ProtocolError(f"{name} must be [{STYLE_DIM}], got {list(_shape(t[name]))}")
     if "cond" in t and (_shape(t["cond"])[1] != 64 or _shape(t["cond"])[0] > limits.max_frames):
         raise ProtocolError(f"cond must be [frames, 64] with frames <= {limits.max_frames}, got {list(_shape(t['cond']))}")
-    if not 2 <= body.steps <= limits.max_steps:
-        raise ProtocolError(f"steps must be 2..{limits.max_steps}, got {body.steps}")
+    # The musician's ranges (device_worker.controls), checked again here: a client other than the engine
+    # may send anything. Limits may lower the step bound, never raise it past the table's.
+    if not controls.STEPS.lo <= body.steps <= min(limits.max_steps, controls.STEPS.hi):
+        raise ProtocolError(f"steps must be {int(controls.STEPS.lo)}..{min(limits.max_steps, int(controls.STEPS.hi))}, "
+                            f"got {body.steps}")
+    for control, value in ((controls.CFG, body.cfg_strength), (controls.SEED, body.seed)):
+        problem = control.problem(value)
+        if problem:
+            raise ProtocolError(f"{control.name} {problem}")
     for seg in body.edit_segments or []:
         if len(seg) != 2 or not 0 <= seg[0] < seg[1]:
             raise ProtocolError(f"edit segment {seg!r} is not [start, end) in frames with start < end")

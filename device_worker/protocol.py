@@ -35,6 +35,8 @@ import enum
 
 import msgspec
 
+from device_worker import controls
+
 # Bumped on any change to a message's fields or meaning; peers of another version are refused at HELLO.
 # 1: first release. 2: Limits gained max_forward_batch / max_forward_work (the bounds of one FORWARD).
 PROTOCOL_VERSION = 2
@@ -86,7 +88,7 @@ class Limits(msgspec.Struct, **_OPTS):
     max_rank: int = 4
     max_frames: int = 6144  # latent frames per song (the full model's budget)
     max_jobs: int = 8  # song jobs held at once (queued + running)
-    max_steps: int = 1000
+    max_steps: int = int(controls.STEPS.hi)
     # FORWARD (RemoteDiT): one call is one unit on the compute thread and holds every job behind it, so
     # it may not cost more than one guided step of the longest song (batch 2 x max_frames frames).
     max_forward_batch: int = 8
@@ -119,8 +121,8 @@ class Ping(msgspec.Struct, **_OPTS):
 class Submit(msgspec.Struct, **_OPTS):
     """A song job. `text` (tensor) holds one lyric token per latent frame; its length is the frame count."""
 
-    steps: int = 32
-    cfg_strength: float = 4.0
+    steps: int = int(controls.STEPS.default)
+    cfg_strength: float = controls.CFG.default
     seed: int = 0
     start_time: float = 0.0
     song_duration: float | None = None  # fp16-rounded end_frame / max_frames; None = the sampler's default

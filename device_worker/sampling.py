@@ -35,6 +35,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from device_worker import controls
 from device_worker.dit import fp16_value
 
 __all__ = ["Backbone", "Cancelled", "SongState", "sample", "start_song", "step_song", "finish_song", "release_song",
@@ -137,8 +138,8 @@ def start_song(
     duration: int,  # n frames
     cond: torch.Tensor | None = None,  # (b, n', m) reference latent; padded with zeros / cropped to n
     edit_segments: Sequence[tuple[int, int]] | None = None,  # frames to regenerate, end exclusive
-    steps: int = 32,
-    cfg_strength: float = 4.0,
+    steps: int = int(controls.STEPS.default),
+    cfg_strength: float = controls.CFG.default,
     sway: float | None = None,
     seed: int | Sequence[int] | None = None,
     noise: torch.Tensor | None = None,  # (b, n, m), overrides seed
@@ -244,8 +245,8 @@ def sample(
     duration: int,
     cond: torch.Tensor | None = None,
     edit_segments: Sequence[tuple[int, int]] | None = None,
-    steps: int = 32,
-    cfg_strength: float = 4.0,
+    steps: int = int(controls.STEPS.default),
+    cfg_strength: float = controls.CFG.default,
     sway: float | None = None,
     seed: int | Sequence[int] | None = None,
     noise: torch.Tensor | None = None,

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import functools
 import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import zmq
@@ -103,3 +107,32 @@ class RawPeer:
     def close(self) -> None:
         self.sock.close(0)
         self.ctx.term()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tiny_paths(reference_dir: Path) -> tuple[str, str]:
+    """The tiny base DiT and VAE of the reference set."""
+    return str(reference_dir / "dit-tiny-base"), str(reference_dir / "vae-tiny" / "vae_model.pt")
+
+
+@contextmanager
+def signed_tcp_worker(paths: tuple[str, str], folder: Path, secret: bytes) -> Iterator[Any]:
+    """A real worker process on tcp://127.0.0.1 with an HMAC secret (and its lock folder in `folder`);
+    after the block it has exited."""
+    from engine.remote import Worker
+
+    (folder / "secret").write_bytes(secret)
+    w = Worker(dit=paths[0], vae=paths[1], bind=f"tcp://127.0.0.1:{free_port()}", threads=1,
+               secret_file=str(folder / "secret"), lock_dir=str(folder))
+    try:
+        w.start()
+        w.wait_ready(60)
+        yield w
+    finally:
+        w.close()
+        assert w.proc.poll() is not None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import tempfile
 import threading
 import time
@@ -21,7 +20,7 @@ import time
 import msgspec
 import numpy as np
 import pytest
-from _worker_util import RawPeer, Song, reference
+from _worker_util import RawPeer, Song, reference, signed_tcp_worker, tiny_paths
 
 from device_worker import protocol as P
 from device_worker import wire
@@ -32,30 +31,15 @@ SONG = Song(frames=64, steps=12, seed=9)
 V = P.PROTOCOL_VERSION
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def paths(reference_dir):
-    return str(reference_dir / "dit-tiny-base"), str(reference_dir / "vae-tiny" / "vae_model.pt")
+    return tiny_paths(reference_dir)
 
 
 @pytest.fixture(scope="module")
 def worker(paths, tmp_path_factory):
-    d = tmp_path_factory.mktemp("attacks")
-    (d / "secret").write_bytes(SECRET)
-    w = Worker(dit=paths[0], vae=paths[1], bind=f"tcp://127.0.0.1:{_free_port()}", threads=1,
-               secret_file=str(d / "secret"), lock_dir=str(d))
-    try:
-        w.start()
-        w.wait_ready(60)
+    with signed_tcp_worker(paths, tmp_path_factory.mktemp("attacks"), SECRET) as w:
         yield w
-    finally:
-        w.close()
-        assert w.proc.poll() is not None
 
 
 def _env(rid_packed: bytes) -> bytes:

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pytest
 import zmq
-from _worker_util import RawPeer, Song, reference
+from _worker_util import RawPeer, Song, reference, signed_tcp_worker, tiny_paths
 
 from device_worker import protocol as P
 from device_worker import wire
@@ -29,12 +29,6 @@ LONG = Song(frames=64, steps=32, seed=5)
 SECRET = b"9f2c1e7a5b3d4c6e8f0a1b2c3d4e5f60"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _submit(w: Worker, song: Song):
     text, style, neg = song.inputs()
     return w.submit(text, style, neg, **song.options())
@@ -42,22 +36,13 @@ def _submit(w: Worker, song: Song):
 
 @pytest.fixture(scope="module")
 def paths(reference_dir):
-    return str(reference_dir / "dit-tiny-base"), str(reference_dir / "vae-tiny" / "vae_model.pt")
+    return tiny_paths(reference_dir)
 
 
 @pytest.fixture(scope="module")
 def tcp_worker(paths, tmp_path_factory):
-    d = tmp_path_factory.mktemp("tcp")
-    (d / "secret").write_bytes(SECRET)
-    w = Worker(dit=paths[0], vae=paths[1], bind=f"tcp://127.0.0.1:{_free_port()}", threads=1,
-               secret_file=str(d / "secret"), lock_dir=str(d))
-    try:
-        w.start()
-        w.wait_ready(60)
+    with signed_tcp_worker(paths, tmp_path_factory.mktemp("tcp"), SECRET) as w:
         yield w
-    finally:
-        w.close()
-        assert w.proc.poll() is not None
 
 
 def _signed(frames: list[bytes]) -> list[bytes]:
@@ -98,6 +83,16 @@ def test_bad_messages_are_refused_while_a_job_continues(tcp_worker, paths):
         assert reply.rid == 14 and reply.body.error.startswith(f"VersionError: peer speaks protocol {P.PROTOCOL_VERSION + 1}")
         peer.send(P.Submit(), 15, {"text": np.zeros(8, np.float32)})  # well-formed, wrong dtype
         assert peer.recv(20).body.error.startswith("ProtocolError: SUBMIT tensor 'text' is float32")
+        text, style, neg = SONG.inputs()
+        tensors = {"text": text, "style": style, "negative_style": neg}
+        for bad, expect in ((P.Submit(steps=201), "steps must be 2..200, got 201"),
+                            (P.Submit(steps=1), "steps must be 2..200, got 1"),
+                            (P.Submit(cfg_strength=float("nan")), "cfg must be a number, got nan"),
+                            (P.Submit(cfg_strength=20.5), "cfg must be a number from 0 to 20, got 20.5"),
+                            (P.Submit(seed=2**32), "seed must be a whole number from 0 to 4294967295")):
+            peer.send(bad, 17, tensors)  # the musician's ranges (device_worker.controls), from any client
+            error = peer.recv(20).body.error
+            assert error.startswith("ProtocolError: ") and expect in error, error
         peer.send(P.Ping(), 16)  # the same peer is still served
         assert peer.recv(20).op is P.Op.PONG
     finally:

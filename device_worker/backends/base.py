@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from device_worker import controls
 from device_worker.shapes import plan_windows
 from device_worker.wire import BF16, Tensor
 
@@ -38,8 +39,8 @@ class JobSpec:
     negative_style: Tensor | None = None
     cond: Tensor | None = None
     edit_segments: list[list[int]] | None = None
-    steps: int = 32
-    cfg_strength: float = 4.0
+    steps: int = int(controls.STEPS.default)
+    cfg_strength: float = controls.CFG.default
     seed: int = 0
     start_time: float = 0.0
     song_duration: float | None = None
