@@ -295,6 +295,15 @@ class SongCache:
         return self.static.shape[0]
 
 
+def drop_inputs(cond: torch.Tensor, text: torch.Tensor, style: torch.Tensor, drop_audio_cond: bool = False,
+                drop_text: bool = False, drop_prompt: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Upstream's drop flags, applied to the DiT's per-song inputs: the unguided branch sees a zero
+    reference latent and lyric id 0 on every frame (the embedding of 0, not zero features); a zero style is
+    training only. Every backbone (this DiT, the ttnn one) and the sampler's guidance rows use this."""
+    return (torch.zeros_like(cond) if drop_audio_cond else cond, torch.zeros_like(text) if drop_text else text,
+            torch.zeros_like(style) if drop_prompt else style)
+
+
 class DiT(nn.Module):
     def __init__(self, cfg: DiTConfig, *, exact_buffers: bool = False):
         super().__init__()
@@ -345,12 +354,7 @@ class DiT(nn.Module):
     ) -> SongCache:
         b, n = text.shape
         device, dt = text.device, self.dtype
-        if drop_audio_cond:
-            cond = torch.zeros_like(cond)
-        if drop_text:
-            text = torch.zeros_like(text)
-        if drop_prompt:
-            style_prompt = torch.zeros_like(style_prompt)
+        cond, text, style_prompt = drop_inputs(cond, text, style_prompt, drop_audio_cond, drop_text, drop_prompt)
         if start_time is None:
             start_time = 0.0
         start = self.start_time_embed(self._scalar(start_time, b, device))

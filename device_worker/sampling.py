@@ -36,7 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from device_worker import controls
-from device_worker.dit import fp16_value
+from device_worker.dit import drop_inputs, fp16_value
 
 __all__ = ["Backbone", "Cancelled", "SongState", "sample", "start_song", "step_song", "finish_song", "release_song",
            "make_noise"]
@@ -191,10 +191,11 @@ def start_song(
         dur = torch.full((b,), fp16_value(song_duration), device=device, dtype=sd)
 
     guided = cfg_strength >= 1e-5
-    if guided:  # one batch of 2b: conditional items, then the unconditional ones
+    if guided:  # one batch of 2b: conditional items, then the unconditional ones (upstream's drop flags)
+        u_cond, u_text, _ = drop_inputs(step_cond, text, negative_style, drop_audio_cond=True, drop_text=True)
         cache = dit.prepare(
-            torch.cat((step_cond, torch.zeros_like(step_cond))),
-            torch.cat((text, torch.zeros_like(text))),
+            torch.cat((step_cond, u_cond)),
+            torch.cat((text, u_text)),
             torch.cat((style, negative_style)),
             start.repeat(2),
             None if dur is None else dur.repeat(2),

@@ -162,16 +162,13 @@ class TtnnBackend(SamplerBackend):
         """Upstream's DiT.forward arguments (the RemoteDiT path) -> velocity [B, N, 64] float32."""
         import torch
 
+        from device_worker.dit import drop_inputs
+
         t = {k: to_torch(v) for k, v in tensors.items()}
         t = {k: v.float() if v.dtype == torch.bfloat16 else v for k, v in t.items()}
         x, cond, text = t["x"].float(), t["cond"].float(), t["text"].long()
         style = t["style_prompt"].float()
-        if drop_audio_cond:
-            cond = torch.zeros_like(cond)
-        if drop_text:
-            text = torch.zeros_like(text)
-        if drop_prompt:
-            style = torch.zeros_like(style)
+        cond, text, style = drop_inputs(cond, text, style, drop_audio_cond, drop_text, drop_prompt)
         song = self.dit.prepare(cond, text, style, t.get("start_time"), t.get("duration"))
         try:
             time_ = t["time"].float()
