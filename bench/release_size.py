@@ -348,7 +348,7 @@ def main() -> None:
         updates, windows = eff["steps"] - 1, len(plan_windows(eff["frames"]))
         gpu = rec["worker"].get("cuda.peak_mb", "n/a (CPU)")
         print(f"{job['id']:6} {eff['frames']:>7} {updates:>7} {tm['diffusion'] / max(updates, 1):>9.1f} "
-              f"{windows:>7} {tm['decode'] / windows:>9.1f} {tm['load']:>7.1f} "
+              f"{windows:>7} {tm['decode'] / windows:>9.1f} {tm['worker_wait']:>7.1f} "
               f"{float(rec['worker'].get('load_s') or 0):>13.1f} {tm['prepare']:>9.1f} {tm['write']:>8.1f} {gpu:>9}")
 
 

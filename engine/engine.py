@@ -125,7 +125,7 @@ class Engine:
         dev = unit.device_timings
         timings = {
             "queued": round(unit.admitted - ctx.submitted, 6),
-            "load": dev.get("load", 0.0),
+            "worker_wait": dev.get("worker_wait", 0.0),  # placement: a worker with room and the model
             "prepare": round(prepared.timings.get("prepare", 0.0) + dev.get("prepare", 0.0), 6),
             "diffusion": dev.get("steps", 0.0),
             "decode": dev.get("decode", 0.0),

@@ -113,7 +113,7 @@ class TakeDone(Event):
 @dataclass(frozen=True)
 class Done(Event):
     takes: tuple[TakeResult, ...]
-    timings: dict[str, float]  # whole job: queued, load, prepare, diffusion, decode, write, total
+    timings: dict[str, float]  # whole job: queued, worker_wait, prepare, diffusion, decode, write, total
 
     @property
     def terminal(self) -> bool:

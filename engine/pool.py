@@ -219,7 +219,7 @@ class Pool:
                 self._cond.wait(0.25)
             slot.units[unit.key] = unit
             worker = slot.worker
-        unit.device_timings["load"] = round(time.perf_counter() - t0, 6)
+        unit.device_timings["worker_wait"] = round(time.perf_counter() - t0, 6)
         threading.Thread(target=self._run, args=(slot, worker, unit, sink), name=f"take-{unit.key}",
                          daemon=True).start()
 
@@ -309,7 +309,7 @@ class Pool:
             unit.handle = None
         kind, value = outcome
         if kind == "done":
-            sink.done(unit, {**value, "load": unit.device_timings.get("load", 0.0)})
+            sink.done(unit, {**value, "worker_wait": unit.device_timings.get("worker_wait", 0.0)})
         elif kind == "error":
             sink.error(unit, value)
         elif kind == "cancelled":

@@ -39,7 +39,7 @@ class Prepared:
     effective: dict[str, Any] = field(default_factory=dict)  # what the record shows as "effective"
     lyrics_report: list[Any] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)  # load, prepare
+    timings: dict[str, float] = field(default_factory=dict)  # worker_wait, prepare
 
     @property
     def frames(self) -> int:

@@ -94,7 +94,7 @@ def check_in_order(job_events: list, takes: int = 1) -> None:
         assert order.index(Decoding) > max(i for i, k in enumerate(order) if k is Step)
         assert order[-1] is TakeDone
     done = job_events[-1]
-    assert set(done.timings) >= {"queued", "load", "prepare", "diffusion", "decode", "write", "total"}
+    assert set(done.timings) >= {"queued", "worker_wait", "prepare", "diffusion", "decode", "write", "total"}
 
 
 def read_take(files: dict[str, str]) -> tuple[np.ndarray, dict]:
@@ -114,7 +114,7 @@ def test_plain_song_every_event_in_order(engine: Engine, files) -> None:
     assert record["seed"] == 11 and record["request"]["lyrics"] == LRC
     assert record["models"]["kind"].startswith("TEST MODEL") and any("TEST MODE" in n for n in record["notes"])
     assert record["lyrics_report"][0]["status"] == "sung"
-    assert set(record["timings_s"]) >= {"queued", "load", "prepare", "diffusion", "decode", "write"}
+    assert set(record["timings_s"]) >= {"queued", "worker_wait", "prepare", "diffusion", "decode", "write"}
     for fmt in ("flac", "mp3", "ogg"):
         data, rate = sf.read(result.files[fmt])
         assert rate == 44100 and data.shape[1] == 2 and len(data) > 0
