@@ -23,7 +23,7 @@ from engine.config import EngineConfig
 from engine.events import TakeResult
 from engine.inputs import DeviceOps, HostInputs
 from engine.jobs import EngineJob
-from engine.outputs import TakeInfo, new_take_dir, write_take
+from engine.outputs import TakeRecord, new_take_dir, write_take
 from engine.pipeline import Pipeline
 from engine.request import Problem, SongRequest, ValidationError
 from engine.units import DeviceStage, JobContext, Unit
@@ -136,7 +136,7 @@ class Engine:
         if self._vocab_note:
             notes.append(self._vocab_note)
         worker_info = next((w for w in self.pool.worker_info() if w["name"] == unit.worker), {}) if self.pool else {}
-        info = TakeInfo(job_id=ctx.job.id, take=unit.take, seed=unit.seed, request=request.to_dict(),
+        info = TakeRecord(job_id=ctx.job.id, take=unit.take, seed=unit.seed, request=request.to_dict(),
                         models=self.model_ids, worker={**worker_info, "attempt": unit.attempt},
                         timings=timings, lyrics_report=prepared.lyrics_report, notes=notes,
                         effective={**prepared.effective, "seeds": ctx.seeds, "steps": request.steps,

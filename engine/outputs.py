@@ -32,7 +32,7 @@ RECORD_VERSION = 1
 
 
 @dataclass
-class TakeInfo:
+class TakeRecord:
     """What the record says about one take (besides the audio)."""
 
     job_id: str
@@ -72,7 +72,7 @@ def new_take_dir(root: Path, title: str, seed: int, take: int) -> Path:
     raise RuntimeError(f"could not create a unique take folder under {day}")
 
 
-def write_take(folder: Path, audio: Any, info: TakeInfo, formats: tuple[str, ...]) -> dict[str, str]:
+def write_take(folder: Path, audio: Any, info: TakeRecord, formats: tuple[str, ...]) -> dict[str, str]:
     """Write the take's audio in `formats` (WAV always), tag it, then its record. Returns format -> path.
 
     `audio` is the decoded float32 [2, n] song; the int16 post-processing is upstream's.
@@ -93,7 +93,7 @@ def write_take(folder: Path, audio: Any, info: TakeInfo, formats: tuple[str, ...
     return files
 
 
-def make_record(info: TakeInfo, files: dict[str, str], pcm: np.ndarray) -> dict[str, Any]:
+def make_record(info: TakeRecord, files: dict[str, str], pcm: np.ndarray) -> dict[str, Any]:
     return {
         "record_version": RECORD_VERSION,
         "job_id": info.job_id,
@@ -133,7 +133,7 @@ def remove_take_files(folder: Path, files: dict[str, str] | None = None) -> None
         pass
 
 
-def _tags(info: TakeInfo) -> dict[str, str]:
+def _tags(info: TakeRecord) -> dict[str, str]:
     style = info.request.get("style") or {}
     style_text = style.get("text") or (
         f"audio: {os.path.basename(style['audio'])}" if style.get("audio")

@@ -35,19 +35,19 @@ from device_worker import wire
 from device_worker.config import WorkerConfig
 from engine.remote_calls import (
     TERMINAL,
-    Event,
     RemoteJob,
     RemoteVae,
     SongResult,
     WorkerDeadError,
     WorkerError,
+    WorkerEvent,
     _Dead,
     _host,
     collect,
 )
 
-__all__ = ["TERMINAL", "Event", "RemoteJob", "RemoteVae", "SongResult", "Worker", "WorkerDeadError",
-           "WorkerError", "collect"]
+__all__ = ["TERMINAL", "RemoteJob", "RemoteVae", "SongResult", "Worker", "WorkerDeadError",
+           "WorkerError", "WorkerEvent", "collect"]
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class Worker:
         self.ready: P.Ready | None = None
         self._rids = itertools.count(1)
         self._waiters: dict[int, queue.Queue[Any]] = {}
-        self._ready_q: queue.Queue[Event | _Dead] = queue.Queue()
+        self._ready_q: queue.Queue[WorkerEvent | _Dead] = queue.Queue()
         self._lock = threading.Lock()
         self._ctx = zmq.Context()
         self._push: zmq.Socket | None = None
@@ -331,7 +331,7 @@ class Worker:
                 self._declare_dead(f"the worker is alive but one unit has run {busy:.0f} s "
                                    f"(> {limit:.0f} s); the card may be hung")
             return
-        ev = Event(msg.op, msg.body, msg.tensors)
+        ev = WorkerEvent(msg.op, msg.body, msg.tensors)
         with self._lock:
             waiter = self._waiters.get(msg.rid)
         if msg.rid == 0 and msg.op in (P.Op.LOADING, P.Op.READY, P.Op.ERROR):

@@ -28,7 +28,7 @@ class WorkerDeadError(WorkerError):
 
 
 @dataclass
-class Event:
+class WorkerEvent:
     """One message from the worker for a request: `op` (protocol.Op), typed `body`, numpy `tensors`."""
 
     op: P.Op
@@ -52,10 +52,10 @@ class RemoteJob:
     def __init__(self, worker: Any, rid: int) -> None:
         self.worker = worker
         self.rid = rid
-        self._q: queue.Queue[Event | _Dead] = queue.Queue()
+        self._q: queue.Queue[WorkerEvent | _Dead] = queue.Queue()
         self.finished = False
 
-    def next_event(self, timeout_s: float | None = None) -> Event:
+    def next_event(self, timeout_s: float | None = None) -> WorkerEvent:
         """The next event; TimeoutError after `timeout_s`, WorkerDeadError when the worker died."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
@@ -75,7 +75,7 @@ class RemoteJob:
                 self.worker._forget(self.rid)
             return item
 
-    def events(self, timeout_s: float | None = None, event_timeout_s: float | None = None) -> Iterator[Event]:
+    def events(self, timeout_s: float | None = None, event_timeout_s: float | None = None) -> Iterator[WorkerEvent]:
         """Events until DONE, ERROR or CANCELLED (included). `timeout_s` bounds the whole job,
         `event_timeout_s` the gap between two events (a queued job under `fifo` may wait long)."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -88,7 +88,7 @@ class RemoteJob:
         if not self.finished:
             self.worker._send(P.Cancel(self.rid), next(self.worker._rids))
 
-    def reply(self, timeout_s: float | None = 60.0) -> Event:
+    def reply(self, timeout_s: float | None = 60.0) -> WorkerEvent:
         """For calls: the single reply; an ERROR becomes WorkerError."""
         ev = self.next_event(timeout_s)
         self.finished = True
@@ -103,7 +103,7 @@ class SongResult:
     latent: np.ndarray | None  # [N, 64] (None for a decode-only job)
     audio: np.ndarray  # float32 [2, n], the windows concatenated
     timings: dict[str, float]
-    events: list[Event]
+    events: list[WorkerEvent]
 
 
 def collect(job: RemoteJob, timeout_s: float | None = 600.0) -> SongResult:

@@ -19,7 +19,7 @@ import soundfile as sf
 
 from device_worker.audio import to_int16
 from engine.encoder import EncoderError
-from engine.outputs import TakeInfo, write_take
+from engine.outputs import TakeRecord, write_take
 
 FULL_S = 6144 * 2048 / 44100  # 285.3 s: the longest song DiffRhythm 1.2 full makes
 
@@ -30,8 +30,8 @@ def song(seconds: float) -> np.ndarray:
     return np.stack([left, 0.4 * np.sin(2 * np.pi * 330 * t)]).astype(np.float32)  # [2, n]
 
 
-def info(title: str = "Long night") -> TakeInfo:
-    return TakeInfo(job_id="j1", take=0, seed=7, request={"title": title, "lyrics": "[00:01.00]hi\n",
+def info(title: str = "Long night") -> TakeRecord:
+    return TakeRecord(job_id="j1", take=0, seed=7, request={"title": title, "lyrics": "[00:01.00]hi\n",
                                                           "style": {"text": "slow rock"}})
 
 
