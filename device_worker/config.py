@@ -16,7 +16,7 @@ from typing import Any
 
 from device_worker.scheduler import POLICIES
 
-PRECISIONS = ("float32", "float16", "bfloat16")
+PRECISIONS = ("auto", "float32", "float16", "bfloat16")
 MODES = ("mixed", "upstream")
 
 
@@ -36,7 +36,8 @@ class WorkerConfig:
     backend: str = _opt("torch", "torch (CPU/CUDA) or ttnn")
     device: str = _opt("cpu", "cpu, cuda:N, or the ttnn device id")
     style: str | None = _opt(None, "style model (MuQ-MuLan) checkpoint; omit to run without", path=True)
-    precision: str = _opt("float32", "weights and compute precision", choices=PRECISIONS)
+    precision: str = _opt("auto", "weights and compute precision; auto: bfloat16 (mixed) on CUDA, float32 on the CPU "
+                          "and for ttnn (its own settings apply); float32 is the exact path", choices=PRECISIONS)
     mode: str = _opt("mixed", "half-precision flavour (device_worker.sampling)", choices=MODES)
     policy: str = _opt("fair", "which job's next unit runs", choices=POLICIES)
     max_jobs: int = _opt(8, "song jobs held at once (told to the engine)", type=int)
@@ -68,6 +69,15 @@ class WorkerConfig:
             if value is not None and (f.metadata["required"] or value != f.default):
                 argv += [flag(f), str(value)]
         return argv
+
+
+def resolve_precision(backend: str, device: str, precision: str) -> str:
+    """What "auto" means on this device: half precision where it is fast (a CUDA GPU: bfloat16 weights and
+    matmuls, float32 norms, RoPE, residual stream and sampler state: the "mixed" mode), float32 on the
+    CPU (half precision is slower there: bench/dit_step.py) and for ttnn (DRPrecision decides on the card)."""
+    if precision != "auto":
+        return precision
+    return "bfloat16" if backend == "torch" and device.startswith("cuda") else "float32"
 
 
 OPTIONS: tuple[dataclasses.Field, ...] = tuple(f for f in dataclasses.fields(WorkerConfig) if f.metadata["flag"])

@@ -24,7 +24,7 @@ import zmq
 from device_worker import protocol as P
 from device_worker import wire
 from device_worker.backends import make_backend
-from device_worker.config import WorkerConfig
+from device_worker.config import WorkerConfig, resolve_precision
 from device_worker.core import WorkerCore, check_call
 from device_worker.lifecycle import DeviceLock, check_bind, clean_stale_ipc, ipc_path, rss_bytes
 from device_worker.scheduler import Call, Scheduler
@@ -43,7 +43,8 @@ class WorkerServer:
         self.secret = cfg.secret if cfg.secret is not None else wire.read_secret(cfg.secret_file)
         self.limits = P.Limits(max_jobs=cfg.max_jobs)
         options: dict[str, object] = {"threads": cfg.threads, "mode": cfg.mode, "style_path": cfg.style}
-        self.backend = make_backend(cfg.backend, cfg.device, cfg.precision,
+        self.precision = resolve_precision(cfg.backend, cfg.device, cfg.precision)
+        self.backend = make_backend(cfg.backend, cfg.device, self.precision,
                                     **(options if cfg.backend == "torch" else {}))
         self.scheduler = Scheduler(cfg.policy, cfg.max_jobs)
         self.ctx = zmq.Context()
@@ -128,7 +129,7 @@ class WorkerServer:
             logger.exception("[load] failed")
             self._emit(b"", 0, P.Error(f"LoadError: {P.exc_text(exc)}"), None)
             return False
-        info = {**self.backend.info(), "policy": self.cfg.policy, "precision": self.cfg.precision}
+        info = {**self.backend.info(), "policy": self.cfg.policy, "precision": self.precision}
         self._ready = P.Ready(time.perf_counter() - t0, self._models, info)
         logger.info("[worker] ready load_s=%.2f backend=%s device=%s", self._ready.load_s, self.cfg.backend,
                     self.cfg.device)
@@ -217,7 +218,7 @@ class WorkerServer:
                 logger.exception("[io] could not answer peer=%s", peer.hex())
 
     def _welcome(self) -> P.Welcome:
-        return P.Welcome(P.PROTOCOL_VERSION, self.cfg.backend, self.cfg.device, self.cfg.precision,
+        return P.Welcome(P.PROTOCOL_VERSION, self.cfg.backend, self.cfg.device, self.precision,
                          self.cfg.policy, self._ready is not None, self.limits, self._models, os.getpid())
 
     def _on_message(self, router: zmq.Socket, peer: bytes, frames: list[zmq.Frame]) -> None:

@@ -39,8 +39,9 @@ def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--device", "devices", multiple=True,
                      help="Start a local worker on this device (cpu, cuda:0, ...); repeat."),
         click.option("--backend", default="torch", help="Worker backend for local workers (torch, ttnn)."),
-        click.option("--precision", default="float32", type=click.Choice(list(PRECISIONS)),
-                     help="Local workers' precision (float16/bfloat16 on GPUs)."),
+        click.option("--precision", default="auto", type=click.Choice(list(PRECISIONS)),
+                     help="Local workers' precision. auto: bfloat16 (mixed) on CUDA, float32 on the CPU; "
+                          "float32 is the exact path."),
         click.option("--dit", "dits", multiple=True, metavar="PATH|NAME",
                      help="DiT checkpoint folder/file or model name; repeat for base and full. Default: the release."),
         click.option("--vae", type=click.Path(exists=True), default=None, help="VAE checkpoint (vae_model.pt)."),

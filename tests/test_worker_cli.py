@@ -63,3 +63,13 @@ def test_device_worker_imports_nothing_from_engine_or_studio():
 def test_engine_remote_does_not_import_torch():
     code = "import sys, engine.remote; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_auto_precision_is_half_on_cuda_and_exact_elsewhere():
+    from device_worker.config import resolve_precision
+
+    assert resolve_precision("torch", "cuda:1", "auto") == "bfloat16"
+    assert resolve_precision("torch", "cpu", "auto") == "float32"
+    assert resolve_precision("ttnn", "0", "auto") == "float32"  # the card's DRPrecision decides there
+    assert resolve_precision("torch", "cuda:0", "float32") == "float32"  # asked for: kept
+    assert WorkerConfig().precision == "auto"
