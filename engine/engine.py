@@ -98,6 +98,7 @@ class Engine:
         ctx = JobContext(job, request, request.seeds(), validation=validation,
                          out_dir=Path(out_dir) if out_dir is not None else None)
         job._on_cancel = lambda _job, _reason: self.pipeline.cancel(ctx)
+        job._on_cancel_take = lambda _job, take, reason: self.pipeline.cancel_take(ctx, take, reason)
         self.pipeline.submit(ctx)  # BusyError when the queue is full; nothing was queued then
         logger.info("job %s queued: %s s, %d take(s), seeds %s", job.id, request.duration, request.variations,
                     ctx.seeds)
@@ -137,7 +138,7 @@ class Engine:
             notes.append(self._vocab_note)
         worker_info = next((w for w in self.pool.worker_info() if w["name"] == unit.worker), {}) if self.pool else {}
         info = TakeRecord(job_id=ctx.job.id, take=unit.take, seed=unit.seed, request=request.to_dict(),
-                        models=self.model_ids, worker={**worker_info, "attempt": unit.attempt},
+                        models=self.model_ids, worker={**worker_info, "attempt": unit.attempt, **unit.device_memory},
                         timings=timings, lyrics_report=prepared.lyrics_report, notes=notes,
                         effective={**prepared.effective, "seeds": ctx.seeds, "steps": request.steps,
                                    "cfg": request.cfg, "policy": self.config.policy})

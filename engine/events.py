@@ -1,8 +1,9 @@
 """The events a job yields, in order, and the ETA model behind them.
 
 Order for a healthy job: Queued (one or more, as the position moves) -> Preparing (lyrics, style,
-reference) -> per take: Running -> Step 1..N -> Decoding 1..M (each with an AudioChunk) -> TakeDone
--> Done. Terminal events: Done, Failed, Cancelled; exactly one ends every job. FellBehind reaches only
+reference) -> per take: Running -> Step 2..N -> Decoding 1..M (each with an AudioChunk) -> TakeDone
+-> Done. A take cancelled on its own ends with TakeCancelled; its siblings go on. Terminal events:
+Done, Failed, Cancelled; exactly one ends every job. FellBehind reaches only
 a subscriber that left audio unread long after the job ended (see `engine.jobs`).
 """
 
@@ -32,7 +33,10 @@ class Event:
 @dataclass(frozen=True)
 class Queued(Event):
     position: int  # 0 = admitted at once; 1 = next to be admitted; 2 = one job ahead ...
-    ahead: int  # takes waiting in front of this job's first take
+    ahead: int  # takes waiting in front of this job's first waiting take
+    # The job's takes still waiting (a job can be half admitted: its first takes run, the rest wait).
+    takes: tuple[int, ...] = ()
+    eta_s: float | None = None  # until the first waiting take is finished; None before any take was timed
 
 
 @dataclass(frozen=True)
@@ -51,8 +55,11 @@ class Running(Event):
 
 @dataclass(frozen=True)
 class Step(Event):
+    """`k` of `total` sampling steps, `total` as asked: N steps are N points in time, the first one the
+    starting noise, so the worker's N-1 updates read as steps 2..N (the last update is step N of N)."""
+
     take: int
-    k: int  # steps done
+    k: int
     total: int
     step_s: float  # measured on the worker
     eta_s: float | None
@@ -103,6 +110,14 @@ class TakeResult:
     files: dict[str, str]  # format -> path; "json" -> the record
     timings: dict[str, float]
     worker: str
+
+
+@dataclass(frozen=True)
+class TakeCancelled(Event):
+    """One variation cancelled on its own (`EngineJob.cancel_take`); the job's other takes go on."""
+
+    take: int
+    reason: str = "cancelled"
 
 
 @dataclass(frozen=True)
@@ -157,8 +172,11 @@ class TakeEta:
     """Time left for one take from its own measured step and window times.
 
     Per-step time is measured on the worker between this take's consecutive events, so it already holds
-    whatever the scheduling policy interleaves. The decode estimate comes from `window_s_hint` (earlier
-    takes on the same engine) until this take's own windows are measured.
+    whatever the scheduling policy interleaves. Decoding is counted from the first step, so the figure
+    runs down across diffusion and decode without a jump: `windows` is the planned window count, and a
+    window's time is this take's own once measured, else `window_s_hint` (earlier takes on the same
+    engine), else the step time times `window_ratio` (a window costs about what a step costs, until
+    one was measured).
     """
 
     steps: int
@@ -167,6 +185,7 @@ class TakeEta:
     window_s: float | None = None
     steps_done: int = 0
     windows_done: int = 0
+    window_ratio: float = 1.0
     _last: float | None = None
 
     def on_step(self, k: int, measured_s: float | None, now: float | None = None) -> float:
@@ -192,10 +211,8 @@ class TakeEta:
     def eta(self, window_s_hint: float | None = None) -> float | None:
         if self.step_s is None:
             return None
-        window_s = self.window_s if self.window_s is not None else window_s_hint
-        left = (self.steps - self.steps_done) * self.step_s
-        if window_s is not None:
-            left += (self.windows - self.windows_done) * window_s
+        window_s = next(w for w in (self.window_s, window_s_hint, self.step_s * self.window_ratio) if w is not None)
+        left = (self.steps - self.steps_done) * self.step_s + (self.windows - self.windows_done) * window_s
         return max(left, 0.0)
 
 

@@ -53,6 +53,7 @@ class EngineJob:
         self._cancel_requested = threading.Event()
         self._cancel_reason = ""
         self._on_cancel = on_cancel
+        self._on_cancel_take: Callable[[EngineJob, int, str], bool] | None = None
 
     # -- state ------------------------------------------------------------------------------------
     @property
@@ -107,6 +108,15 @@ class EngineJob:
         logger.info("job %s: cancel requested (%s)", self.id, reason)
         if self._on_cancel is not None:
             self._on_cancel(self, reason)
+
+    def cancel_take(self, take: int, reason: str = "cancelled by user") -> bool:
+        """Cancel one variation only (a TakeCancelled event follows); the job's other takes go on, and
+        the job ends Done with the rest (Cancelled when every take was cancelled). False when that take
+        has already ended."""
+        if self.finished or self._cancel_requested.is_set() or self._on_cancel_take is None:
+            return False
+        logger.info("job %s: cancel of take %d requested (%s)", self.id, take, reason)
+        return bool(self._on_cancel_take(self, take, reason))
 
     @property
     def cancel_reason(self) -> str:

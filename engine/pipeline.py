@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from device_worker.shapes import plan_windows
 from engine.events import (
     AudioChunk,
     Cancelled,
@@ -33,6 +34,7 @@ from engine.events import (
     Retrying,
     Running,
     Step,
+    TakeCancelled,
     TakeDone,
     TakeEta,
     TakeResult,
@@ -64,6 +66,8 @@ class Pipeline:
         self._ready_q: queue.Queue[Unit | None] = queue.Queue(maxsize=max_ready + 1)
         self._output_q: queue.Queue[Unit | None] = queue.Queue(maxsize=max_ready + output_threads)
         self.window_s_hint: float | None = None  # measured decode window time, for ETAs of later takes
+        self.take_s_hint: float | None = None  # wall time of a take from admission to its audio, for waiting ETAs
+        self._windows_for: dict[int, int] = {}  # frames -> decode windows the workers used (plan until seen)
         self._threads = (
             [self._spawn(self._input_loop, f"engine-input-{i}") for i in range(input_threads)]
             + [self._spawn(self._device_loop, "engine-device")]
@@ -90,8 +94,10 @@ class Pipeline:
             busy = bool(self._waiting) or self._in_flight >= self.max_ready
             ahead = len(self._waiting)
             position = len({id(u.ctx) for u in self._waiting}) + 1 if busy else 0
-            ctx.job.publish(Queued(ctx.job.id, position=position, ahead=ahead))
-            ctx.last_position = position
+            waiting = tuple(u.take for u in units) if busy else ()
+            ctx.job.publish(Queued(ctx.job.id, position=position, ahead=ahead, takes=waiting,
+                                   eta_s=self._wait_eta(ahead) if busy else None))
+            ctx.last_position = (position, waiting)
             self._waiting.extend(units)
             self._contexts.add(ctx)
         self._admit()
@@ -110,7 +116,7 @@ class Pipeline:
             while self._waiting and self._in_flight < self.max_ready:
                 unit = self._waiting.popleft()
                 unit.ctx.waiting -= 1
-                if unit.ctx.stopping:
+                if unit.stopping:
                     self._settle_locked(unit.ctx)
                     continue
                 self._in_flight += 1
@@ -120,33 +126,49 @@ class Pipeline:
             positions = self._positions_locked()
         for unit in admitted:
             self._input_q.put(unit)  # never blocks: at most max_ready units are past admission
-        for ctx, (position, ahead) in positions.items():
-            if ctx.live or ctx.results:  # already running: the queue position is old news
-                continue
-            if ctx.last_position != position:
-                ctx.last_position = position
-                ctx.job.publish(Queued(ctx.job.id, position=position, ahead=ahead))
+        for unit in admitted:  # a half-admitted job: say which of its takes still wait (maybe none now)
+            ctx = unit.ctx
+            if ctx not in positions and ctx.last_position and 0 < len(ctx.last_position[1]) < len(ctx.seeds):
+                ctx.last_position = (0, ())
+                ctx.job.publish(Queued(ctx.job.id, position=0, ahead=0))
+        for ctx, (position, ahead, takes) in positions.items():
+            if ctx.last_position != (position, takes):
+                ctx.last_position = (position, takes)
+                ctx.job.publish(Queued(ctx.job.id, position=position, ahead=ahead, takes=takes,
+                                       eta_s=self._wait_eta(ahead)))
 
-    def _positions_locked(self) -> dict[JobContext, tuple[int, int]]:
-        out: dict[JobContext, tuple[int, int]] = {}
+    def _positions_locked(self) -> dict[JobContext, tuple[int, int, tuple[int, ...]]]:
+        """Per job with takes waiting: (position among the waiting jobs, takes ahead, its waiting takes)."""
+        out: dict[JobContext, tuple[int, int, tuple[int, ...]]] = {}
         for i, unit in enumerate(self._waiting):
-            if unit.ctx not in out and not unit.ctx.stopping:
-                out[unit.ctx] = (len(out) + 1, i)
+            if unit.stopping:
+                continue
+            if unit.ctx not in out:
+                out[unit.ctx] = (len(out) + 1, i, ())
+            position, ahead, takes = out[unit.ctx]
+            out[unit.ctx] = (position, ahead, (*takes, unit.take))
         return out
+
+    def _wait_eta(self, ahead: int) -> float | None:
+        """Time until a waiting take is done: the takes ahead of it and those running go through
+        `max_ready` at a time, each about `take_s_hint` long, then its own. None until a take was timed."""
+        if self.take_s_hint is None:
+            return None
+        return (ahead // self.max_ready + 2) * self.take_s_hint
 
     # -- the three stages -------------------------------------------------------------------------
     def _input_loop(self) -> None:
         while (unit := self._input_q.get()) is not None:
             ctx = unit.ctx
             try:
-                if ctx.stopping:
+                if unit.stopping:
                     raise _Stop
                 with ctx.prepare_lock:  # the first take prepares; its siblings reuse the result
                     if ctx.prepared is None:
                         ctx.prepared = self._prepare(ctx)
-                if ctx.stopping:
+                if unit.stopping:
                     raise _Stop
-                unit.eta = TakeEta(steps=ctx.request.steps, windows=0)
+                unit.eta = self._new_eta(unit)
                 self._ready_q.put(unit)
             except _Stop:
                 self._finish(unit)
@@ -156,7 +178,7 @@ class Pipeline:
 
     def _device_loop(self) -> None:
         while (unit := self._ready_q.get()) is not None:
-            if unit.ctx.stopping:
+            if unit.stopping:
                 self._finish(unit)
                 continue
             try:
@@ -170,12 +192,16 @@ class Pipeline:
     def _output_loop(self) -> None:
         while (unit := self._output_q.get()) is not None:
             try:
-                if unit.ctx.stopping:
+                if unit.stopping:
                     raise _Stop
                 result = self._write(unit)
                 unit.blocks.clear()  # the audio is on disk now; free it before anything else waits
                 with self._lock:
+                    if unit.take in unit.ctx.cancelled:  # cancelled while it was being written
+                        raise _Stop
                     unit.ctx.results[unit.take] = result
+                    took = time.monotonic() - unit.admitted
+                    self.take_s_hint = took if self.take_s_hint is None else 0.7 * self.take_s_hint + 0.3 * took
                 unit.job.publish(TakeDone(unit.job.id, result=result))
                 self._finish(unit)
             except _Stop:
@@ -190,15 +216,19 @@ class Pipeline:
         unit.job.publish(Running(unit.job.id, take=unit.take, seed=unit.seed, worker=worker, attempt=unit.attempt))
 
     def step(self, unit: Unit, k: int, total: int, seconds: float) -> None:
-        eta = unit.eta or TakeEta(steps=total, windows=0)
+        eta = unit.eta or self._new_eta(unit)
         eta.steps = total
         eta.on_step(k, seconds)
-        unit.job.publish(Step(unit.job.id, take=unit.take, k=k, total=total, step_s=seconds,
+        # The worker counts updates (N - 1 for N steps asked); the musician asked for N points in time.
+        asked = max(int(getattr(unit.ctx.request, "steps", 0) or 0), total)
+        unit.job.publish(Step(unit.job.id, take=unit.take, k=k + asked - total, total=asked, step_s=seconds,
                               eta_s=self._eta(unit, eta)))
 
     def window(self, unit: Unit, j: int, total: int, seconds: float, start: int, audio: np.ndarray) -> None:
         eta = unit.eta or TakeEta(steps=0, windows=total)
         eta.windows = total
+        if unit.ctx.prepared is not None:
+            self._windows_for[unit.ctx.prepared.frames] = total
         interval = eta.on_window(j, seconds)
         self.window_s_hint = interval if self.window_s_hint is None else 0.7 * self.window_s_hint + 0.3 * interval
         unit.blocks.append((start, audio))
@@ -219,7 +249,7 @@ class Pipeline:
 
     def lost(self, unit: Unit, reason: str) -> None:
         """The unit's worker died or hung: run the take again from scratch (same seed, same bytes), once."""
-        if unit.ctx.stopping:
+        if unit.stopping:
             self._finish(unit)
             return
         if unit.attempt >= MAX_ATTEMPTS:
@@ -227,12 +257,19 @@ class Pipeline:
             return
         unit.attempt += 1
         unit.blocks.clear()
-        unit.eta = TakeEta(steps=unit.ctx.request.steps, windows=0)
+        unit.eta = self._new_eta(unit)
         unit.job.publish(Retrying(unit.job.id, take=unit.take, attempt=unit.attempt, reason=reason))
         self._ready_q.put(unit)
 
     def _eta(self, unit: Unit, eta: TakeEta) -> float | None:
         return eta.eta(self.window_s_hint)
+
+    def _new_eta(self, unit: Unit) -> TakeEta:
+        """A take's ETA model before its first event: its updates and its decode windows (as the worker
+        decoded this length before, else upstream's window plan), so decoding counts from the start."""
+        frames = unit.ctx.prepared.frames if unit.ctx.prepared is not None else 0
+        windows = self._windows_for.get(frames) or (len(plan_windows(frames)) if frames > 0 else 0)
+        return TakeEta(steps=max(int(unit.ctx.request.steps) - 1, 1), windows=windows)
 
     # -- endings ----------------------------------------------------------------------------------
     def cancel(self, ctx: JobContext) -> None:
@@ -249,6 +286,27 @@ class Pipeline:
             except Exception:  # noqa: BLE001 - a dead worker cannot cancel; loss is reported anyway
                 logger.exception("cancel of %s failed", unit.key)
         self._admit()
+
+    def cancel_take(self, ctx: JobContext, take: int, reason: str) -> bool:
+        """Cancel one variation: drop it from the queue or stop it on its worker; its siblings go on.
+        False when it has already ended (written, cancelled, or the job is over)."""
+        with self._lock:
+            if ctx.ended or take in ctx.results or take in ctx.cancelled or not 0 <= take < len(ctx.seeds):
+                return False
+            ctx.cancelled[take] = reason
+            kept = collections.deque(u for u in self._waiting if not (u.ctx is ctx and u.take == take))
+            ctx.waiting -= len(self._waiting) - len(kept)
+            self._waiting = kept
+            ctx.job.publish(TakeCancelled(ctx.job.id, take=take, reason=reason))
+            self._settle_locked(ctx)
+        for unit in list(getattr(self._device, "units_of", lambda c: [])(ctx)):
+            if unit.take == take:
+                try:
+                    self._device.cancel(unit)
+                except Exception:  # noqa: BLE001 - a dead worker cannot cancel; loss is reported anyway
+                    logger.exception("cancel of %s failed", unit.key)
+        self._admit()
+        return True
 
     def _fail(self, unit: Unit, text: str) -> None:
         ctx = unit.ctx
@@ -274,15 +332,15 @@ class Pipeline:
         """Publish the job's terminal event once nothing of it is waiting or in flight."""
         if ctx.ended or ctx.live or ctx.waiting > 0:
             return
-        if ctx.error is None and not ctx.job.cancel_requested and len(ctx.results) < len(ctx.seeds):
+        if ctx.error is None and not ctx.job.cancel_requested and len(ctx.results) + len(ctx.cancelled) < len(ctx.seeds):
             return
         ctx.ended = True
         self._contexts.discard(ctx)
         job = ctx.job
         if ctx.error is not None:
             event = Failed(job.id, error=ctx.error)
-        elif job.cancel_requested:
-            event = Cancelled(job.id, reason=job.cancel_reason or "cancelled")
+        elif job.cancel_requested or not ctx.results:  # the job's Cancel, or each take cancelled on its own
+            event = Cancelled(job.id, reason=job.cancel_reason or next(iter(ctx.cancelled.values()), "cancelled"))
         else:
             takes = tuple(ctx.results[t] for t in sorted(ctx.results))
             event = Done(job.id, takes=takes, timings=_job_timings(ctx, takes))

@@ -64,7 +64,8 @@ class JobContext:
         self.waiting = len(seeds)  # takes not yet admitted
         self.error: str | None = None
         self.ended = False
-        self.last_position: int | None = None  # the queue position last published to the job
+        self.last_position: tuple[int, tuple[int, ...]] | None = None  # (position, waiting takes) last published
+        self.cancelled: dict[int, str] = {}  # takes cancelled on their own -> reason (their siblings go on)
 
     @property
     def stopping(self) -> bool:
@@ -83,6 +84,7 @@ class Unit:
     admitted: float = 0.0
     blocks: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (start sample, [2, n])
     device_timings: dict[str, float] = field(default_factory=dict)
+    device_memory: dict[str, float] = field(default_factory=dict)  # device_peak_mb, from the worker's DONE
     eta: TakeEta | None = None
     handle: Any = None  # the device stage's handle for cancel
 
@@ -93,6 +95,11 @@ class Unit:
     @property
     def key(self) -> str:
         return f"{self.job.id}/{self.take}"
+
+    @property
+    def stopping(self) -> bool:
+        """Its job is being cancelled or has failed, or this take was cancelled on its own."""
+        return self.ctx.stopping or self.take in self.ctx.cancelled
 
     def audio(self) -> np.ndarray:
         """The decoded song, float32 [2, n], from the windows in order."""
