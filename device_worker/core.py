@@ -187,6 +187,8 @@ class WorkerCore:
         except Exception as exc:  # noqa: BLE001 - a failed call ends that call only
             logger.warning("[call] failed rid=%d op=%s error=%s", call.rid, msg.op.name, P.exc_text(exc))
             self.emit(call.peer, call.rid, P.Error(P.exc_text(exc)), None)
+        finally:
+            self.backend.take_peak_bytes()  # a call's peak is not the next song unit's
 
     def _run_unit(self, job: WorkerJob) -> None:
         try:
@@ -206,11 +208,16 @@ class WorkerCore:
         if h is None:
             tm["queue"] = time.monotonic() - job.arrived
             job.handle = self.backend.prepare(job.spec)
+            self.backend.synchronize()
             tm["prepare"] = time.perf_counter() - t0
+            # Every unit reads (and restarts) the peak window, so each window holds one unit: this job's.
+            job.peak_bytes = max(job.peak_bytes, self.backend.take_peak_bytes())
             return
         if not h.steps_finished:
             self.backend.step([h])
+            self.backend.synchronize()
             dt = time.perf_counter() - t0
+            job.peak_bytes = max(job.peak_bytes, self.backend.take_peak_bytes())
             tm["steps"] = tm.get("steps", 0.0) + dt
             self.emit(job.peer, job.rid, P.StepDone(h.steps_done, h.steps_total, dt), None)
             if h.steps_finished:
@@ -221,7 +228,9 @@ class WorkerCore:
             return
         j = h.windows_done
         audio = self.backend.decode_window(h)
+        self.backend.synchronize()
         dt = time.perf_counter() - t0
+        job.peak_bytes = max(job.peak_bytes, self.backend.take_peak_bytes())
         tm["decode"] = tm.get("decode", 0.0) + dt
         start = plan_windows(job.spec.frames, job.spec.decode_window, job.spec.decode_overlap)[j].keep_start * HOP
         self.emit(job.peer, job.rid, P.WindowDone(j + 1, h.windows_total, dt, start), {"audio": audio})
@@ -231,4 +240,5 @@ class WorkerCore:
             self.scheduler.remove(job, finished=True)
             logger.info("[job] done rid=%d label=%s total_s=%.3f steps_s=%.3f decode_s=%.3f", job.rid,
                         job.label, tm["total"], tm.get("steps", 0.0), tm.get("decode", 0.0))
-            self.emit(job.peer, job.rid, P.Done(dict(tm)), None)
+            memory = {"device_peak_mb": round(job.peak_bytes / 2**20, 1)} if job.peak_bytes else {}
+            self.emit(job.peer, job.rid, P.Done(dict(tm), memory), None)

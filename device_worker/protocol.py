@@ -38,7 +38,8 @@ import msgspec
 from device_worker import controls
 
 # Bumped on any change to a message's fields or meaning; peers of another version are refused at HELLO.
-# 1: first release. 2: Limits gained max_forward_batch / max_forward_work (the bounds of one FORWARD).
+# 1: first release. 2: Limits gained max_forward_batch / max_forward_work (the bounds of one FORWARD);
+# Done gained `memory` (the song's peak device memory).
 PROTOCOL_VERSION = 2
 
 # Struct options as vLLM's EngineCoreOutputs: positional arrays (small headers), defaults left out,
@@ -221,7 +222,9 @@ class WindowDone(msgspec.Struct, **_OPTS):
 
 
 class Done(msgspec.Struct, **_OPTS):
-    timings: dict[str, float]
+    timings: dict[str, float]  # seconds per stage, each unit timed after the device finished it
+    # "device_peak_mb": the device's peak memory while this song's units ran (absent on the CPU)
+    memory: dict[str, float] = {}
 
 
 class Error(msgspec.Struct, **_OPTS):

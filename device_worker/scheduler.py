@@ -44,6 +44,7 @@ class WorkerJob:
     cancelled: bool = False
     timings: dict[str, float] = field(default_factory=dict)
     label: str = ""
+    peak_bytes: int = 0  # the device's peak memory during this job's units (0: the backend cannot tell)
 
     @property
     def key(self) -> tuple[bytes, int]:

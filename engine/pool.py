@@ -286,6 +286,7 @@ class Pool:
                                 np.array(ev.tensors["audio"], dtype=np.float32))  # own the buffer
                 elif ev.op is P.Op.DONE:
                     timings = dict(ev.body.timings)
+                    unit.device_memory = dict(ev.body.memory)
                     self.device_seconds += sum(timings.get(k, 0.0) for k in ("prepare", "steps", "decode"))
                     outcome = ("done", timings)
                 elif ev.op is P.Op.ERROR:

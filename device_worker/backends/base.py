@@ -143,6 +143,15 @@ class Backend(abc.ABC):
         """Device memory in use (0 where the backend cannot tell)."""
         return 0
 
+    def synchronize(self) -> None:
+        """Wait until the device has finished the work queued so far. The worker calls it before it reads
+        the clock after a unit, so unit times measure the work, not the kernel launches."""
+        return None  # the CPU (and a backend whose calls return after the work) has nothing to wait for
+
+    def take_peak_bytes(self) -> int:
+        """Peak device memory since the last call (0 where the backend cannot tell); starts a new window."""
+        return 0
+
     def live_jobs(self) -> int:
         """Prepared jobs not yet freed (the worker reports it so a leak shows in `stats`)."""
         return len(self._live)
