@@ -117,10 +117,13 @@ def register(svc: Services) -> None:
                        "seed": lv.seed}
         yield _take(store.get_take(take_id), svc)
 
-    def cancel(take_id: str, request: gr.Request = None) -> dict:
-        """Cancel the job rendering this take (all its variations)."""
+    def cancel(take_id: str, whole_job: bool = False, request: gr.Request = None) -> dict:
+        """Cancel this take; its sibling variations go on. `whole_job`: cancel every variation of the
+        request that made it (the page's Cancel button)."""
         own_take(take_id, caller(request))
-        return {"take_id": take_id, "cancelling": bool(svc.runner and svc.runner.cancel(take_id))}
+        runner = svc.runner
+        done = bool(runner and (runner.cancel_job(take_id) if whole_job is True else runner.cancel(take_id)))
+        return {"take_id": take_id, "cancelling": done}
 
     def retry(session_id: str, take_id: str, request: gr.Request = None) -> dict:
         """Render an interrupted (or failed/cancelled) take again with its request and recorded seed."""

@@ -49,6 +49,7 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> None:
     form_out = [*p.form_fields().values(), s.text_group, s.audio_group, s.saved_group, s.audio, t.note]
     t.use_settings.click(h.use_settings, [t.listing, p.session, p.owner], form_out, **PRIVATE)
     t.use_reference.click(h.use_reference, [t.listing, p.owner], [*style_outputs, s.source, t.note], **PRIVATE)
+    t.cancel_take.click(h.cancel_take, [t.listing, p.session, p.owner], t.note, queue=False, **PRIVATE)
     t.use_edit.click(h.use_edit, [t.listing, p.session, p.owner], [*form_out, t.listing], **PRIVATE)
 
     # ---------------------------------------------------------------- sessions and sharing

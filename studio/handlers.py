@@ -161,9 +161,20 @@ class Handlers(TakeHandlers):
         if not session_id or self.svc.runner is None:
             return {g.message: "Nothing is rendering."}
         active = [t for t in self.svc.store.list_takes(session_id) if t.status in ACTIVE_STATUSES]
-        n = sum(self.svc.runner.cancel(t.id) for t in active)
-        return {g.message: f"Cancelling {n} take(s): the step in flight finishes, then the card is freed."
+        n = sum(self.svc.runner.cancel_job(t.id) for t in active)
+        return {g.message: f"Cancelling {len(active)} take(s): the step in flight finishes, then the card is freed."
                 if n else "Nothing is rendering in this session."}
+
+    def cancel_take(self, take_id: str | None, session_id: str | None, owner: str | None) -> dict:
+        """The selected take only; its sibling variations go on."""
+        t = self.page.takes
+        take = self.svc.store.get_take(take_id) if isinstance(take_id, str) and take_id else None
+        own = self._own_id(session_id, owner)
+        if take is None or own is None or take.session_id != own:
+            return {t.note: "Pick one of your takes first."}
+        if self.svc.runner is None or not self.svc.runner.cancel(take.id):
+            return {t.note: f"**{take.label}** is not rendering."}
+        return {t.note: f"Cancelling **{take.label}** only: its sibling variations go on."}
 
     def watch(self, session_id: str | None, owner: str | None) -> Iterator[dict]:
         """After a refresh: follow this session's takes that are still rendering in this process."""

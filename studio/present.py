@@ -52,7 +52,7 @@ def progress_html(lives: dict[str, Live], labels: dict[str, str] | None = None) 
     out = []
     for tid, lv in lives.items():
         pct = int(round(lv.progress * 100))
-        eta = f" · about {_dur(lv.eta_s)} left" if lv.eta_s and lv.status == RUNNING else ""
+        eta = f" · about {_dur(lv.eta_s)} left" if lv.eta_s is not None and lv.status in (QUEUED, RUNNING) else ""
         label = html.escape((labels or {}).get(tid, f"take {tid[:6]}"))
         seed = f" · seed {lv.seed}" if lv.seed is not None else ""
         out.append(

@@ -18,11 +18,11 @@ def progress_of(e: Any) -> tuple[float, str] | None:
     from engine import events as ev
 
     if isinstance(e, ev.Step):
-        return PREPARE_SHARE + DIFFUSION_SHARE * e.k / max(e.total, 1), f"step {e.k}/{e.total}"
+        return PREPARE_SHARE + DIFFUSION_SHARE * e.k / max(e.total, 1), f"step {e.k} of {e.total}"
     if isinstance(e, ev.Decoding):
         decode = 1 - PREPARE_SHARE - DIFFUSION_SHARE
         return (min(PREPARE_SHARE + DIFFUSION_SHARE + decode * e.j / max(e.total, 1), 0.99),
-                f"decoding window {e.j}/{e.total}")
+                f"making the audio: part {e.j} of {e.total}")
     return None
 
 

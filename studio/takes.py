@@ -95,18 +95,24 @@ class TakeRunner:
                 self.store.update_take(t.id, status=FAILED, error=_error(exc), phase="not started")
             raise
         with self._lock:
-            for t in takes:
+            for i, t in enumerate(takes):
                 self._live[t.id] = Live(t.id, seed=t.seed)
-                self._jobs[t.id] = job
+                self._jobs[t.id] = (job, i)
         threading.Thread(
             target=self._mirror, args=(job, [t.id for t in takes]), name=f"take-{job.id}", daemon=True
         ).start()
         return takes
 
     def cancel(self, take_id: str) -> bool:
-        """Cancel the job that renders `take_id` (all its variations). False when it is not running."""
+        """Cancel this take only: its sibling variations go on. False when it is not running."""
         with self._lock:
-            job = self._jobs.get(take_id)
+            job, index = self._jobs.get(take_id, (None, 0))
+        return job is not None and bool(job.cancel_take(index, "cancelled in the studio"))
+
+    def cancel_job(self, take_id: str) -> bool:
+        """Cancel the whole job that renders `take_id` (every variation). False when it is not running."""
+        with self._lock:
+            job, _ = self._jobs.get(take_id, (None, 0))
         if job is None:
             return False
         job.cancel("cancelled in the studio")
@@ -180,13 +186,20 @@ class TakeRunner:
         try:
             for e in job:
                 if isinstance(e, ev.Queued):
-                    update(None, force=True, status=QUEUED, queue_position=e.position,
-                           phase=f"queued: position {e.position} ({e.ahead} take(s) ahead)")
+                    for i, tid in enumerate(take_ids):
+                        if i in e.takes:  # in line: takes ahead of it, its own siblings included
+                            place = e.ahead + e.takes.index(i) + 1
+                            update(i, force=True, status=QUEUED, queue_position=place, eta_s=e.eta_s,
+                                   phase=queue_phase(place))
+                        elif (lv := self.live(tid)) is not None and lv.queue_position is not None:
+                            update(i, force=True, queue_position=None, eta_s=None, phase="starting")
                 elif isinstance(e, ev.Preparing):
-                    update(None, status=RUNNING, queue_position=None, progress=0.01,
-                           phase=f"preparing {e.what}" + (f": {e.detail}" if e.detail else ""))
+                    for i, tid in enumerate(take_ids):  # takes still in line keep their place
+                        if (lv := self.live(tid)) is not None and lv.queue_position is None:
+                            update(i, status=RUNNING, progress=0.01,
+                                   phase=f"preparing {e.what}" + (f": {e.detail}" if e.detail else ""))
                 elif isinstance(e, ev.Running):
-                    update(e.take, force=True, status=RUNNING, seed=e.seed, progress=PREPARE_SHARE,
+                    update(e.take, force=True, status=RUNNING, seed=e.seed, progress=PREPARE_SHARE, queue_position=None,
                            phase=f"starting on {e.worker}" + (f" (attempt {e.attempt})" if e.attempt > 1 else ""))
                 elif (moved := progress_of(e)) is not None:
                     update(e.take, progress=moved[0], eta_s=e.eta_s, phase=moved[1])
@@ -200,6 +213,8 @@ class TakeRunner:
                     targets = take_ids if e.take is None else [take_ids[e.take]]
                     for tid in targets:
                         self._end(tid, FAILED, "failed", error=e.error)
+                elif isinstance(e, ev.TakeCancelled):
+                    self._end(take_ids[e.take], CANCELLED, "cancelled on its own")
                 elif isinstance(e, ev.Cancelled):
                     for tid in take_ids:
                         self._end(tid, CANCELLED, e.reason or "cancelled")
@@ -278,6 +293,11 @@ class TakeRunner:
         finished = [t for t, x in self._live.items() if x.status in FINAL_STATUSES]
         for tid in finished[:-KEEP_FINISHED] if len(finished) > KEEP_FINISHED else []:
             del self._live[tid]
+
+
+def queue_phase(place: int) -> str:
+    """A waiting take's phase, in the words the page shows."""
+    return "waiting: next in line" if place == 1 else f"waiting: {place - 1} take(s) ahead in line"
 
 
 def _error(exc: BaseException) -> str:

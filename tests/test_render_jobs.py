@@ -160,6 +160,11 @@ def test_progress_plain_lines_and_terminal_bars() -> None:
     text = plain.getvalue()
     assert "[1/2] a: started" in text and "a: step 3/8  ETA 1:05" in text
     assert "[1/2] a: ok (0:00)" in text and "[2/2] b: FAILED: ValueError: nope" in text
+    pipelined = io.StringIO()  # three jobs started before any ended: each has its own number
+    p = Progress(3, stream=pipelined, tty=False)
+    for job in "xyz":
+        p.start(job, 1)
+    assert [line.split()[0] for line in pipelined.getvalue().splitlines()] == ["[1/3]", "[2/3]", "[3/3]"]
     term = io.StringIO()
     p = Progress(4, stream=term, tty=True, draw_s=0.0)
     p.start("a", 2)

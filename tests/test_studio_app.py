@@ -48,7 +48,7 @@ def test_generate_streams_progress_and_records_everything(studio) -> None:
     snaps, take = run_take(c, r["takes"][0])
     phases = [s["phase"] for s in snaps]
     steps = [p for p in phases if p.startswith("step ")]
-    assert steps and steps[-1] == "step 3/3", phases  # 4 Euler points = 3 updates
+    assert steps and steps[-1] == "step 4 of 4", phases  # as asked: 4 points in time (3 updates)
     progress = [s["progress"] for s in snaps]
     assert progress == sorted(progress) and progress[-1] < 1.0
     assert any(s.get("eta_s") is not None for s in snaps)
@@ -288,9 +288,9 @@ def test_queue_position_is_reported_while_waiting(studio) -> None:
     try:
         first = next(iter(c.submit(waiting["takes"][0], api_name="/follow")))
         assert first["status"] == "queued" and first["queue_position"] >= 1
-        assert first["phase"].startswith("queued: position")
+        assert first["phase"].startswith("waiting: ")
     finally:
-        c.predict(busy["takes"][0], api_name="/cancel")
+        c.predict(busy["takes"][0], True, api_name="/cancel")  # the whole job, every variation
     assert run_take(c, waiting["takes"][0])[1]["status"] == "done"  # it runs once the card is free
 
 

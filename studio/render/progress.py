@@ -69,6 +69,7 @@ class Progress:
         self.tty = self.stream.isatty() if tty is None else tty
         self.total = total  # jobs this run renders (skipped ones are not counted)
         self.finished = 0
+        self.started = 0  # jobs started: pipelined jobs start before the ones ahead have finished
         self.every_s, self.draw_s = every_s, draw_s
         self.jobs: dict[str, JobState] = {}  # started, not ended (insertion order = start order)
         self._job_times: list[float] = []
@@ -91,8 +92,9 @@ class Progress:
     def start(self, job_id: str, takes: int) -> None:
         """`job_id` is on its way (pipelined: the next job may start while the last one is written)."""
         self.jobs[job_id] = JobState(job_id, takes, started=time.monotonic())
+        self.started += 1
         if not self.tty:
-            self.message(f"[{self.finished + 1}/{self.total}] {job_id}: started")
+            self.message(f"[{self.started}/{self.total}] {job_id}: started")
         self._draw()
 
     @property

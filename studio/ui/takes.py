@@ -25,6 +25,7 @@ class TakesUI:
     use_settings: gr.Button
     use_reference: gr.Button
     use_edit: gr.Button
+    cancel_take: gr.Button
     note: gr.Markdown
     undo_id: gr.Textbox  # hidden: the take "Undo" restores (kept in the page, the row keeps the truth)
     actions: gr.Row
@@ -50,9 +51,10 @@ def build() -> TakesUI:
         use_settings = gr.Button("Use these settings", elem_id="use-settings")
         use_reference = gr.Button("Use as style reference", elem_id="use-reference")
         use_edit = gr.Button("Edit / continue this take", elem_id="use-edit")
+        cancel_take = gr.Button("Cancel this take only", elem_id="take-cancel", variant="stop")
     note = gr.Markdown(elem_id="take-note")
     undo_id = gr.Textbox(visible=False)
     with gr.Accordion("Full record", open=False):
         record = gr.Markdown(elem_id="take-record")
     return TakesUI(listing, refresh, audio, waveform, lyrics_view, files, record, name, rename, star, delete,
-                   undo, retry, use_settings, use_reference, use_edit, note, undo_id, actions)
+                   undo, retry, use_settings, use_reference, use_edit, cancel_take, note, undo_id, actions)
