@@ -18,6 +18,7 @@ from device_worker.scheduler import POLICIES
 
 PRECISIONS = ("auto", "float32", "float16", "bfloat16")
 MODES = ("mixed", "upstream")
+COMPILE_CHOICES = ("auto", "on", "off")  # device_worker.compiled.should_compile
 
 
 def _opt(default: Any = None, help: str = "", *, type: Any = str, choices: tuple[str, ...] | None = None,
@@ -38,6 +39,8 @@ class WorkerConfig:
     style: str | None = _opt(None, "style model (MuQ-MuLan) checkpoint; omit to run without", path=True)
     precision: str = _opt("auto", "weights and compute precision; auto: bfloat16 (mixed) on CUDA, float32 on the CPU "
                           "and for ttnn (its own settings apply); float32 is the exact path", choices=PRECISIONS)
+    compile: str = _opt("auto", "compile the DiT step per song shape with torch.compile, at load (auto: on CUDA)",
+                        choices=COMPILE_CHOICES)
     mode: str = _opt("mixed", "half-precision flavour (device_worker.sampling)", choices=MODES)
     policy: str = _opt("fair", "which job's next unit runs", choices=POLICIES)
     max_jobs: int = _opt(8, "song jobs held at once (told to the engine)", type=int)

@@ -56,13 +56,15 @@ class TorchBackend(SamplerBackend):
     name = "torch"
 
     def __init__(self, device: str = "cpu", precision: str = "float32", threads: int | None = None,
-                 mode: str = "mixed", style_path: str | None = None) -> None:
+                 mode: str = "mixed", style_path: str | None = None, compile: str = "auto") -> None:
         if precision not in _DTYPES:
             raise ValueError(f"precision {precision!r} is not one of {sorted(_DTYPES)}")
         super().__init__(device, precision)
         self.threads = threads
         self.mode = mode  # half-precision flavour, see device_worker.sampling
         self.style_path = style_path
+        self.compile = compile  # device_worker.compiled.should_compile
+        self.compile_s = 0.0
         self._style_model: Any = None
         self.dit: Any = None
         self.vae: Any = None
@@ -90,6 +92,12 @@ class TorchBackend(SamplerBackend):
         progress("dit", 0.05)
         self.dit = self.backbone = load_dit(dit, device=self.device, dtype=getattr(torch, self.precision),
                                             precision=self.mode)
+        from device_worker.compiled import CompiledDiT, should_compile
+
+        if should_compile(self.compile, self.device):
+            progress("compile", 0.3)  # before READY: the first song pays no compile time
+            self.backbone = CompiledDiT(self.dit)
+            self.compile_s = self.backbone.warm(self.dit.cfg.max_frames)
         progress("vae", 0.7)
         self.vae = load_vae(vae, device=self.device, dtype=vae_dtype(self.device, self.precision))
         if self.style_path:
@@ -166,7 +174,8 @@ class TorchBackend(SamplerBackend):
         import torch
 
         out = {"torch": str(torch.__version__), "threads": str(torch.get_num_threads()), "mode": self.mode,
-               "pid": str(os.getpid())}
+               "pid": str(os.getpid()), "compiled": str(self.backbone is not self.dit).lower(),
+               "compile_s": f"{self.compile_s:.1f}"}
         if self.dit is not None:  # what RemoteDiT needs to stand in for the DiT on the host
             cfg = self.dit.cfg
             out.update({"dit.mel_dim": str(cfg.mel_dim), "dit.max_frames": str(cfg.max_frames),
