@@ -32,7 +32,7 @@ def lyric_report_html(layout: Any) -> str:
         if r.status == "ignored" and not r.raw.strip():
             continue
         when = _mmss(r.time) if r.time is not None else ""
-        text = html.escape((r.text or r.raw.strip())[:80])
+        text = html.escape(clip(r.text or r.raw.strip(), 80))
         notes = [html.escape(r.reason)] if r.reason else []
         notes += [f"⚠ {html.escape(w)}" for w in r.warnings]
         cls = "warn" if r.warnings and LINE_CLASS.get(r.status) == "ok" else LINE_CLASS.get(r.status, "")
@@ -126,6 +126,11 @@ def waveform_png(audio_path: str | Path, out_path: Path, width: int = 900, heigh
     out_path.parent.mkdir(parents=True, exist_ok=True)
     img.save(out_path)
     return out_path
+
+
+def clip(text: str, n: int) -> str:
+    """At most `n` characters; a cut line ends with "…" so it reads as cut."""
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def _mmss(t: float) -> str:

@@ -102,3 +102,14 @@ def test_layout_never_raises_and_accounts_for_every_line(tokenizer, text, durati
     assert len(layout.lines) == len([ln for ln in text.strip().replace("\r", "\n").split("\n")]) or not text.strip()
     placed = sum(r.placed for r in layout.lines)
     assert placed == sum(1 for t in layout.tokens if t)  # every placed token is non-zero and on the track
+
+
+def test_no_long_gap_before_the_end_marker_and_cut_lines_say_so(tokenizer):  # noqa: F811
+    # 95 s base model: the last timed line is the end marker; the silence after the last sung line is
+    # the ending, not a gap the voice must fill.
+    layout = layout_lyrics("[00:01.00]hi there\n[01:20.00]\n", 95, tokenizer=tokenizer)
+    assert layout.lines[1].status == END
+    assert not any(w.startswith("long gap") for w in layout.lines[0].warnings), layout.lines[0].warnings
+    long_line = "la " * 40
+    text = render_text(layout_lyrics(f"[00:01.00]{long_line}\n[00:20.00]\n", 95, tokenizer=tokenizer))
+    assert ("la " * 40)[:59] + "…" in text

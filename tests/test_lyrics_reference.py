@@ -48,7 +48,7 @@ def test_crash_empty_line_becomes_a_break(reference_dir, tokenizer):  # noqa: F8
     for duration in (95, 120):
         layout = layout_lyrics(case["lrc"], duration, tokenizer=tokenizer)
         empty = layout.lines[1]
-        assert empty.status == BREAK and "upstream crashes" in empty.reason
+        assert empty.status == BREAK and "a pause in the singing" in empty.reason
         assert layout.tokens[empty.start_frame] == 2  # only the end-of-line period
         assert layout.lines[0].status == SUNG
     # full model: everything sung; base: the last line is the end marker and is reported as dropped
@@ -61,6 +61,6 @@ def test_crash_digits_line_is_read_as_numbers(reference_dir, tokenizer):  # noqa
     case = _case(reference_dir, "crash_digits_line")
     layout = layout_lyrics(case["lrc"], 120, tokenizer=tokenizer)
     digits = layout.lines[1]
-    assert digits.status == SUNG and "digits read as English" in digits.reason
+    assert digits.status == SUNG and "digits sung as English" in digits.reason
     assert digits.tokens == tokenizer.encode("one two three four").tokens
     assert layout.can_sing

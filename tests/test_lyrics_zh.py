@@ -86,7 +86,7 @@ def test_every_reference_line_gives_upstreams_ids(zh):
     for case in cases:
         enc = zh.encode(case["text"])
         if case["ids"] is None:  # upstream raises: no tokens, and the line says so
-            if enc.tokens or enc.kind != "break" or "upstream crashes" not in enc.note:
+            if enc.tokens or enc.kind != "break" or "a pause in the singing" not in enc.note:
                 wrong.append((case["text"], case["error"], enc))
         elif enc.tokens != case["ids"]:
             wrong.append((case["text"], case["phones"], enc.phones))
@@ -206,7 +206,7 @@ def test_report_names_dropped_characters_and_breaks(zh):
     assert sold.status == SUNG and sold.warnings and sold.warnings[0].startswith("not sung: 賣")
     assert any(w.startswith("line 2: not sung: 賣") for w in layout.warnings)
     punct = layout.lines[2]
-    assert punct.status == BREAK and punct.tokens == [] and "upstream crashes" in punct.reason
+    assert punct.status == BREAK and punct.tokens == [] and "a pause in the singing" in punct.reason
     assert layout.can_sing and not layout.notes  # upstream's ids, all files present: nothing to note
 
 
@@ -219,7 +219,7 @@ def test_report_says_when_the_polyphone_model_is_absent(models_dir, tmp_path, no
             and "studio models fetch --only polyphone" in n]
     bare = LyricTokenizer(VOCAB, models_dir=tmp_path / "nothing")
     notes = layout_lyrics(LRC, 120, tokenizer=bare).notes
-    assert bare.mandarin.mode == PYPINYIN and [n for n in notes if "without upstream's lexicon" in n]
+    assert bare.mandarin.mode == PYPINYIN and [n for n in notes if "without DiffRhythm's pronunciation dictionary" in n]
 
 
 def test_chinese_path_stays_torch_free(models_dir):

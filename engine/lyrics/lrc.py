@@ -77,11 +77,11 @@ def _classify(number: int, line: str) -> LrcLine:
             return LrcLine(number, line, UNPARSEABLE, note=f"time {line[1:9]!r} is not a finite number")
         notes = []
         if text.startswith("]"):
-            notes.append("three-decimal timestamp: read to the centisecond, ']' stays in the text (silent), as upstream")
+            notes.append("three-decimal timestamp: read to the centisecond, and the ']' is kept in the text (not sung)")
         elif not line.startswith("[") or line[9:10] != "]":
-            notes.append("timestamp brackets are malformed, but upstream reads this line anyway")
+            notes.append("timestamp brackets are malformed, but the time is read anyway")
         if t < 0:
-            notes.append("negative time: placed at the song start (or after the previous line), as upstream")
+            notes.append("negative time: placed at the song start (or after the previous line)")
         if _ANY_TIMESTAMP.search(text):
             notes.append("the text holds another timestamp, which would be sung as numbers: "
                          "give each repeat its own line")
@@ -92,17 +92,17 @@ def _classify(number: int, line: str) -> LrcLine:
     if m:
         t = int(m.group(1)) * 60 + int(m.group(2))
         return LrcLine(number, line, LYRIC, float(t), m.group(3).strip(), "extended",
-                       "[mm:ss] timestamp (upstream skips this form)")
+                       "[mm:ss] timestamp: read as [mm:ss.00]")
     m = _METADATA.match(line)
     if m:
-        return LrcLine(number, line, METADATA, note=f"metadata tag [{m.group(1)}:] ignored, as upstream")
+        return LrcLine(number, line, METADATA, note=f"tag [{m.group(1)}:] is information, not sung")
     m = _SECTION.match(line)
     if m:
         return LrcLine(number, line, SECTION, note=f"section tag {m.group(1)!r} ignored")
     if _ONE_DIGIT_CS.match(line):
         fixed = "[0" + line.lstrip()[1:]
         return LrcLine(number, line, UNPARSEABLE,
-                       note=f"one-digit minute with centiseconds is not read (upstream skips it): write {fixed[:10]!r}")
+                       note=f"one-digit minute with centiseconds is not read: write {fixed[:10]!r}")
     if _ANY_TIMESTAMP.search(line):
         return LrcLine(number, line, UNPARSEABLE, note="timestamp must open the line as [mm:ss.xx]")
     return LrcLine(number, line, UNPARSEABLE,

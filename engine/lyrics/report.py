@@ -60,6 +60,11 @@ class LineReport:
         return asdict(self)
 
 
+def clip(text: str, n: int) -> str:
+    """At most `n` characters; a cut line ends with "…" so it reads as cut."""
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 def mmss(t: float) -> str:
     t = max(t, 0.0)
     return f"{int(t // 60):02d}:{t % 60:05.2f}"
@@ -89,26 +94,27 @@ def timing_warnings(lines: list[LineReport], end_frame: int) -> list[str]:
             line.warnings.append(
                 f"tight: {len(line.tokens)} phonemes in {span_s:.2f} s ({len(line.tokens) / span_s:.1f}/s); "
                 "words may be skipped: give it more time")
-        if line.tokens and line.status in (SUNG, PUSHED, TRUNCATED):
+        # Before an end marker the voice stops at the marker: the silence after it is the song's ending.
+        if line.tokens and line.status in (SUNG, PUSHED, TRUNCATED) and not (nxt is not None and nxt.status == END):
             slack = span_s - len(line.tokens) / RELAXED_RATE
             if slack > LONG_GAP_S:
                 what = "the next line" if nxt is not None else "the song end"
                 line.warnings.append(
-                    f"long gap: {span_s:.1f} s until {what} for {len(line.tokens)} phonemes; the model may repeat "
-                    "words: add an empty timed line where the voice should stop")
+                    f"long gap: {span_s:.1f} s until {what} for a short line; the voice may repeat words "
+                    "to fill it: add an empty timed line where the voice should stop")
         out.extend(f"line {line.number}: {w}" for w in line.warnings)
     return out
 
 
 def render_text(layout) -> str:  # layout: engine.lyrics.layout.LyricLayout (avoid an import cycle)
     """Human-readable report, one line per input line, then warnings and a verdict."""
-    rows = [f"{layout.model} model, {layout.duration_s:g} s: {layout.end_frame} frames "
-            f"(song_duration {layout.song_duration:g}); {sum(1 for t in layout.tokens if t)} frames hold lyrics"]
+    rows = [f"{layout.model} model, {layout.duration_s:g} s: {layout.end_frame} frames; "
+            f"{sum(1 for t in layout.tokens if t)} frames hold lyrics"]
     for r in layout.lines:
         when = f"{mmss(r.time)}" if r.time is not None else "     -  "
         where = f" @{r.start_frame}" if r.start_frame is not None else ""
         text = r.text if r.text else r.raw.strip()
-        rows.append(f"{r.number:4d}  {when}  {r.status:<9}{where:>7}  {text[:60]}")
+        rows.append(f"{r.number:4d}  {when}  {r.status:<9}{where:>7}  {clip(text, 60)}")
         if r.reason:
             rows.append(f"{'':6}{r.reason}")
         for w in r.warnings:

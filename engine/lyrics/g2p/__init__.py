@@ -114,23 +114,22 @@ class LyricTokenizer:
                 tokens = tokens[:-1]
                 phones = phones[:-2]
             words = "Chinese numerals" if lang == "zh" else "English number words"
-            return LineTokens(tokens, phones, (lang,), note=f"digits read as {words} (upstream crashes here)",
+            return LineTokens(tokens, phones, (lang,), note=f"digits sung as {words}",
                               chinese_mode=mode)
         letters = [ch for ch in text if unicodedata.category(ch).startswith("L")]
         if not letters:
-            note = "empty line: a break (only the end-of-line mark is placed; upstream crashes here)" if not \
-                text.strip() else "no words: a break (only the end-of-line mark is placed; upstream crashes here)"
+            note = "empty line: a pause in the singing" if not text.strip() else "no words: a pause in the singing"
             return LineTokens([], "", (), kind="break", note=note)
         script = _script_name(letters[0])
         return LineTokens([], "", (), kind="unsupported",
-                          note=f"{script} text has no symbols in the model's vocabulary and cannot be sung "
-                               "(upstream crashes here); write it in Chinese characters, pinyin or English")
+                          note=f"{script} text cannot be sung: the model only knows Chinese and English "
+                               "sounds; write it in Chinese characters, pinyin or English")
 
 
 _DROP_ADVICE = {
-    UNREAD: "upstream's lexicon has no reading for {it}; write the simplified character or another word",
+    UNREAD: "DiffRhythm's pronunciation dictionary has no reading for {it}; write the simplified character or another word",
     OUTSIDE: "the model reads Chinese characters (U+4E00-U+9FFF) and English letters only",
-    MERGED: "upstream joins 不 to the word after it, so a 不 at the end of a phrase (or after another 不) is "
+    MERGED: "DiffRhythm joins 不 to the word after it, so a 不 at the end of a phrase (or after another 不) is "
             "lost; put a word after it",
 }
 
@@ -145,7 +144,7 @@ def dropped_warning(dropped: tuple[tuple[str, str], ...]) -> str:
         unique = list(dict.fromkeys(chars))
         advice = _DROP_ADVICE.get(why, why).format(it="it" if len(unique) == 1 else "them")
         parts.append(f"{' '.join(unique)} ({advice})")
-    return "not sung: " + "; ".join(parts) + "; upstream skips them too"
+    return "not sung: " + "; ".join(parts)
 
 
 def chinese_note(tokenizer: LyricTokenizer) -> str:
@@ -155,9 +154,9 @@ def chinese_note(tokenizer: LyricTokenizer) -> str:
     if reader.mode == LEXICON:
         fix = "pip install onnxruntime" if "onnxruntime" in why else "studio models fetch --only polyphone"
         return (f"Chinese lines laid out without the polyphone model: {why}. Polyphones such as 还 得 为 may "
-                f"be read differently from upstream's; to fix: {fix}")
-    return (f"Chinese lines laid out without upstream's lexicon and polyphone model: {why}. They are read by "
-            "pypinyin, so readings may differ from upstream's; to fix: studio models fetch --only chinese-lexicon "
+                f"be read differently from DiffRhythm's own reading; to fix: {fix}")
+    return (f"Chinese lines laid out without DiffRhythm's pronunciation dictionary and polyphone model: {why}. They are read by "
+            "pypinyin, so readings may differ from DiffRhythm's own; to fix: studio models fetch --only chinese-lexicon "
             "--only polyphone")
 
 
