@@ -22,6 +22,7 @@ from studio.ui import compose, generate, history, style, takes
 log = logging.getLogger(__name__)
 
 CSS_FILE = UI_ASSETS / "studio.css"
+JS_FILE = UI_ASSETS / "studio.js"  # lyrics that follow the take, tap to time, A/B
 
 
 def build_app(svc: Services) -> gr.Blocks:
@@ -112,6 +113,7 @@ def launch(demo: gr.Blocks, svc: Services, *, host: str = "127.0.0.1", port: int
         blocked_paths=svc.config.blocked_paths(),
         max_file_size=f"{svc.config.max_upload_mb}mb",
         css_paths=[CSS_FILE] if CSS_FILE.is_file() else None,
+        head=f"<script>{JS_FILE.read_text(encoding='utf-8')}</script>" if JS_FILE.is_file() else None,
         theme=gr.themes.Soft(primary_hue="orange", neutral_hue="slate"),
         footer_links=["api"],
         show_error=True,

@@ -52,6 +52,10 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> None:
     t.cancel_take.click(h.cancel_take, [t.listing, p.session, p.owner], t.note, queue=False, **PRIVATE)
     t.use_edit.click(h.use_edit, [t.listing, p.session, p.owner], [*form_out, t.listing], **PRIVATE)
 
+    t.ab.expand(h.ab_choices, [p.session, p.owner, p.token], [t.ab_a, t.ab_b], **PRIVATE)
+    for pick in (t.ab_a, t.ab_b):
+        pick.change(h.ab_players, [t.ab_a, t.ab_b, p.owner, p.token], t.ab_players, **PRIVATE)
+
     # ---------------------------------------------------------------- sessions and sharing
     session_out = p.session_outputs()
     # Opening one of my sessions from a shared view leaves it: `?s=` goes from the address bar too.

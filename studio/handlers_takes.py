@@ -167,7 +167,7 @@ class TakeHandlers:
         t = self.page.takes
         take = self.svc.store.get_take(take_id) if take_id else None
         if take is None:
-            return {t.audio: None, t.waveform: None, t.lyrics_view: "", t.files: None, t.record: "",
+            return {t.audio: None, t.lyric_lines: "", t.waveform: None, t.lyrics_view: "", t.files: None, t.record: "",
                     t.name: "", t.star: "☆ Star", t.undo: gr.Button(visible=False),
                     t.retry: gr.Button(visible=False), t.note: "", t.actions: gr.Row(visible=bool(session_id)),
                     t.undo_id: "", t.delete: gr.Button(visible=bool(session_id))}
@@ -179,6 +179,7 @@ class TakeHandlers:
         picture = present.waveform_png(wav, self.svc.config.cache_dir / "waveforms" / f"{take.id}.png") if wav else None
         return {
             t.audio: gr.Audio(value=wav, subtitles=present.subtitles(take), label=take.label) if wav else None,
+            t.lyric_lines: present.lyric_lines_html(take) if wav else "",
             t.waveform: str(picture) if picture else None,
             t.lyrics_view: take.request.get("lyrics") or "(instrumental)",
             t.files: files or None,
@@ -296,6 +297,25 @@ class TakeHandlers:
         out[self.page.takes.note] = (f"Editing **{take.label}**: mark ranges to regenerate (e.g. `10-20`) or "
                                      "choose *Continue*, then Generate. The new take links to this one.")
         return out
+
+    # ------------------------------------------------------------------ A/B
+    def ab_choices(self, session_id: str | None, owner: str | None, token: str | None) -> dict:
+        """The finished takes of the open session (own, or shared) for the A/B pickers."""
+        t = self.page.takes
+        own = self._own_id(session_id, owner)
+        shared = self.svc.store.resolve_share(token) if isinstance(token, str) and token else None
+        sid = shared.id if shared is not None else own
+        done = [(present.take_label(x), x.id) for x in reversed(self.svc.store.list_takes(sid))
+                if x.status == DONE] if sid else []
+        pick = [v for _, v in done]
+        return {t.ab_a: gr.Dropdown(choices=done, value=pick[0] if pick else None),
+                t.ab_b: gr.Dropdown(choices=done, value=pick[1] if len(pick) > 1 else None)}
+
+    def ab_players(self, a: str | None, b: str | None, owner: str | None, token: str | None) -> str:
+        takes = [self._readable_take(x, owner, token) for x in (a, b)]
+        if not all(x is not None and x.files.get("wav") for x in takes):
+            return "<p class='ab-note'>Pick two finished takes.</p>"
+        return present.ab_html([(x.label, f"/gradio_api/file={self.svc.servable(x.files['wav'])}") for x in takes])
 
     # ------------------------------------------------------------------ sharing
     def share(self, session_id: str | None, owner: str | None, request: gr.Request) -> dict:

@@ -101,6 +101,28 @@ def subtitles(t: TakeInfo) -> list[dict[str, Any]] | None:
             for i, (start, text) in enumerate(timed)]
 
 
+def lyric_lines_html(t: TakeInfo | None) -> str:
+    """The take's timed lyrics as lines the page highlights while it plays (assets/ui/studio.js);
+    clicking one seeks the player there."""
+    cues = subtitles(t) if t is not None else None
+    if not cues:
+        return ""
+    rows = "".join(f"<button class='lrc-line' data-t='{c['timestamp'][0]:.2f}'><span class='lrc-t'>"
+                   f"{_mmss(c['timestamp'][0])}</span> {html.escape(c['text'])}</button>" for c in cues)
+    return ("<div class='lrc-lines' title='The line being sung is lit; click a line to hear it'>"
+            f"{rows}</div>")
+
+
+def ab_html(pair: list[tuple[str, str]]) -> str:
+    """Two players for A/B (label, URL); B starts muted and the toggle swaps which one is heard at the
+    same playhead (assets/ui/studio.js keeps them in step)."""
+    (la, ua), (lb, ub) = pair
+    return (f"<div class='ab'><div><b>A</b> {html.escape(la)}<audio id='ab-a' controls preload='auto' "
+            f"src='{html.escape(ua)}'></audio></div><div><b>B</b> {html.escape(lb)}<audio id='ab-b' controls "
+            f"preload='auto' muted src='{html.escape(ub)}'></audio></div>"
+            "<button id='ab-toggle' type='button'>Hearing A — switch to B</button></div>")
+
+
 def waveform_png(audio_path: str | Path, out_path: Path, width: int = 900, height: int = 120) -> Path | None:
     """A min/max envelope picture of a take (drawn once, cached next to the data)."""
     if out_path.is_file():
@@ -141,5 +163,6 @@ def _dur(s: float) -> str:
     return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"
 
 
-__all__ = ["lyric_report_html", "progress_html", "take_label", "record_markdown", "subtitles", "waveform_png",
+__all__ = ["lyric_report_html", "progress_html", "take_label", "record_markdown", "subtitles", "lyric_lines_html",
+           "waveform_png",
            "DONE", "FAILED", "CANCELLED"]

@@ -21,6 +21,7 @@ class ComposeUI:
     intro: gr.Number
     time_it: gr.Button
     timing_note: gr.Markdown
+    tap: gr.HTML
 
 
 def lyric_examples() -> dict[str, str]:
@@ -51,4 +52,8 @@ def build() -> ComposeUI:
             intro = gr.Number(label="Intro length (s, optional)", value=None, minimum=0, maximum=60)
             time_it = gr.Button("Time these lyrics ↑", elem_id="time-it")
         timing_note = gr.Markdown()
-    return ComposeUI(title, lyrics, instrumental, example, report, plain, tempo, intro, time_it, timing_note)
+        # Tap to time runs in the page (assets/ui/studio.js): each Space press stamps the next line.
+        tap = gr.HTML("<div class='tap-row'><button id='tap-time' type='button'>⏱ Tap to time</button>"
+                      "<span id='tap-status'>Play a take or your style reference, press Space at the start "
+                      "of each line: the lyrics box fills with the timed LRC.</span></div>", elem_id="tap")
+    return ComposeUI(title, lyrics, instrumental, example, report, plain, tempo, intro, time_it, timing_note, tap)

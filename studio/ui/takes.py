@@ -12,6 +12,7 @@ class TakesUI:
     listing: gr.Radio
     refresh: gr.Button
     audio: gr.Audio
+    lyric_lines: gr.HTML  # the take's timed lyrics, lit as it plays (assets/ui/studio.js)
     waveform: gr.Image
     lyrics_view: gr.Textbox
     files: gr.File
@@ -29,13 +30,21 @@ class TakesUI:
     note: gr.Markdown
     undo_id: gr.Textbox  # hidden: the take "Undo" restores (kept in the page, the row keeps the truth)
     actions: gr.Row
+    ab: gr.Accordion
+    ab_a: gr.Dropdown
+    ab_b: gr.Dropdown
+    ab_players: gr.HTML
 
 
 def build() -> TakesUI:
     with gr.Row():
         listing = gr.Radio(label="Takes in this session", choices=[], elem_id="takes", scale=5)
         refresh = gr.Button("↻", scale=0, min_width=40, elem_id="takes-refresh")
-    audio = gr.Audio(label="Take", type="filepath", interactive=False, elem_id="take-audio")
+    # The plain player keeps its <audio> in the page, so the lyric lines can follow and seek it (the
+    # waveform picture below shows the shape).
+    audio = gr.Audio(label="Take", type="filepath", interactive=False, elem_id="take-audio",
+                     waveform_options=gr.WaveformOptions(show_recording_waveform=False))
+    lyric_lines = gr.HTML(elem_id="lyric-lines")
     waveform = gr.Image(label="Waveform", interactive=False, height=120, elem_id="take-waveform",
                         buttons=[])
     lyrics_view = gr.Textbox(label="Lyrics (as timed)", lines=6, interactive=False, elem_id="take-lyrics")
@@ -56,5 +65,11 @@ def build() -> TakesUI:
     undo_id = gr.Textbox(visible=False)
     with gr.Accordion("Full record", open=False):
         record = gr.Markdown(elem_id="take-record")
-    return TakesUI(listing, refresh, audio, waveform, lyrics_view, files, record, name, rename, star, delete,
-                   undo, retry, use_settings, use_reference, use_edit, cancel_take, note, undo_id, actions)
+    with gr.Accordion("A/B: compare two takes at the same moment", open=False, elem_id="ab") as ab:
+        with gr.Row():
+            ab_a = gr.Dropdown(label="A", choices=[], elem_id="ab-pick-a")
+            ab_b = gr.Dropdown(label="B", choices=[], elem_id="ab-pick-b")
+        ab_players = gr.HTML(elem_id="ab-players")
+    return TakesUI(listing, refresh, audio, lyric_lines, waveform, lyrics_view, files, record, name, rename, star,
+                   delete, undo, retry, use_settings, use_reference, use_edit, cancel_take, note, undo_id, actions,
+                   ab, ab_a, ab_b, ab_players)
