@@ -229,6 +229,8 @@ class Pipeline:
         eta.windows = total
         if unit.ctx.prepared is not None:
             self._windows_for[unit.ctx.prepared.frames] = total
+        if eta.window_s is None:  # the first window's interval holds the decoder's start: smooth it in
+            eta.window_s = self.window_s_hint
         interval = eta.on_window(j, seconds)
         self.window_s_hint = interval if self.window_s_hint is None else 0.7 * self.window_s_hint + 0.3 * interval
         unit.blocks.append((start, audio))
