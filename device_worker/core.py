@@ -19,7 +19,7 @@ from device_worker import controls
 from device_worker import protocol as P
 from device_worker.backends.base import Backend, JobSpec
 from device_worker.scheduler import Call, Scheduler, WorkerJob
-from device_worker.shapes import HOP, plan_windows
+from device_worker.shapes import DECODE_WINDOW, HOP, plan_windows
 from device_worker.wire import BF16, Message, ProtocolError, Tensor, check_tensors
 
 logger = logging.getLogger(__name__)
@@ -32,8 +32,9 @@ def _shape(t: Tensor) -> tuple[int, ...]:
     return tuple((t.bits if isinstance(t, BF16) else t).shape)
 
 
-def job_spec(msg: Message, limits: P.Limits, precision: str) -> JobSpec:
-    """A SUBMIT or DECODE message -> JobSpec, refusing anything the sampler would choke on, in a sentence."""
+def job_spec(msg: Message, limits: P.Limits, precision: str, window: int = DECODE_WINDOW) -> JobSpec:
+    """A SUBMIT or DECODE message -> JobSpec, refusing anything the sampler would choke on, in a sentence.
+    `window`: the backend's decode window, for a SUBMIT that leaves it to the worker (decode_window 0)."""
     check_tensors(msg, P.TENSORS[msg.op])
     t = msg.tensors
     if msg.op is P.Op.DECODE:
@@ -67,12 +68,13 @@ def job_spec(msg: Message, limits: P.Limits, precision: str) -> JobSpec:
     if body.precision and body.precision != precision:
         raise ProtocolError(f"the job asks for {body.precision} but this worker runs {precision}; "
                             "start another worker with --precision or leave precision empty")
-    plan_windows(n, body.decode_window, body.decode_overlap)
+    decode_window = body.decode_window or window
+    plan_windows(n, decode_window, body.decode_overlap)
     return JobSpec(
         text=t["text"], style=t["style"], negative_style=t["negative_style"], cond=t.get("cond"),  # type: ignore[arg-type]
         edit_segments=body.edit_segments, steps=body.steps, cfg_strength=body.cfg_strength, seed=body.seed,
         start_time=body.start_time, song_duration=body.song_duration, sway=body.sway,
-        decode_window=body.decode_window, decode_overlap=body.decode_overlap,
+        decode_window=decode_window, decode_overlap=body.decode_overlap,
     )
 
 
@@ -118,7 +120,7 @@ class WorkerCore:
     # ---- IO thread -----------------------------------------------------------------------------------
     def admit(self, peer: bytes, msg: Message) -> P.Accepted:
         """Validate a SUBMIT/DECODE and hand it to the scheduler; raises (the IO thread replies ERROR)."""
-        spec = job_spec(msg, self.limits, self.backend.precision)
+        spec = job_spec(msg, self.limits, self.backend.precision, self.backend.decode_window_frames)
         label = getattr(msg.body, "label", "") or msg.op.name.lower()
         job = WorkerJob(peer, msg.rid, spec, label=label)
         queued = self.scheduler.add_job(job)

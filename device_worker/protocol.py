@@ -130,7 +130,7 @@ class Submit(msgspec.Struct, **_OPTS):
     edit_segments: list[list[int]] | None = None  # [[start, end), ...] in frames, with tensor `cond`
     sway: float | None = None
     precision: str = ""  # "" = whatever the worker loaded; otherwise must match it
-    decode_window: int = 128
+    decode_window: int = 0  # latent frames per VAE window; 0: the worker's choice (larger on a GPU)
     decode_overlap: int = 32
     label: str = ""  # free text for logs
 

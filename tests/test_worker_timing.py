@@ -86,3 +86,16 @@ def test_the_vae_runs_in_half_on_a_gpu_only_when_the_dit_does():
 def test_the_cpu_reports_no_device_memory():
     b = TorchBackend("cpu", threads=1)
     assert b.take_peak_bytes() == 0 and b.device_bytes() == 0
+
+
+def test_the_worker_picks_the_decode_window_when_the_job_leaves_it(reference_dir):
+    from device_worker.core import job_spec
+
+    song = Song(frames=600, steps=4)
+    text, style, neg = song.inputs()
+    msg = wire.decode([bytes(memoryview(f)) for f in wire.encode(
+        P.Submit(steps=4), 1, {"text": text, "style": style, "negative_style": neg})])
+    assert P.Submit().decode_window == 0  # the engine leaves it to the worker
+    assert job_spec(msg, P.Limits(), "float32").decode_window == 128  # the CPU's
+    assert TorchBackend("cuda:0").decode_window_frames == 512 and TorchBackend("cpu").decode_window_frames == 128
+    assert job_spec(msg, P.Limits(), "float32", window=512).decode_window == 512

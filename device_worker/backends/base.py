@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from device_worker import controls
-from device_worker.shapes import plan_windows
+from device_worker.shapes import DECODE_WINDOW, plan_windows
 from device_worker.wire import BF16, Tensor
 
 Progress = Callable[[str, float], None]  # (stage, fraction 0..1)
@@ -142,6 +142,11 @@ class Backend(abc.ABC):
     def device_bytes(self) -> int:
         """Device memory in use (0 where the backend cannot tell)."""
         return 0
+
+    @property
+    def decode_window_frames(self) -> int:
+        """The VAE window (latent frames) for a job that leaves it to the worker: the host's usual size."""
+        return DECODE_WINDOW
 
     def synchronize(self) -> None:
         """Wait until the device has finished the work queued so far. The worker calls it before it reads

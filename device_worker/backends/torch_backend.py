@@ -21,6 +21,7 @@ from device_worker.backends.base import NotSupported, Progress, SamplerBackend, 
 from device_worker.wire import Tensor
 
 logger = logging.getLogger(__name__)
+GPU_DECODE_WINDOW = 512  # latent frames per VAE window on a CUDA GPU (bench/gpu_song.py --window compares)
 
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
 
@@ -153,6 +154,13 @@ class TorchBackend(SamplerBackend):
 
             return int(torch.cuda.memory_allocated(torch.device(self.device)))
         return 0
+
+    @property
+    def decode_window_frames(self) -> int:
+        # On a GPU, 512-frame windows (24 s of audio; by estimate about a GB of fp16 activations at most):
+        # a quarter of the windows, so a quarter of the overlap recomputed and of the per-window launches.
+        # Not yet measured on a GPU (bench/gpu_song.py --window 128 vs 512); the CPU keeps 128.
+        return GPU_DECODE_WINDOW if self.device.startswith("cuda") else super().decode_window_frames
 
     def synchronize(self) -> None:
         if self.device.startswith("cuda"):
