@@ -64,6 +64,7 @@
     tap.lines = plain.split("\n").map((l) => l.replace(TIME, "").trim()).filter((l) => l && !SECTION.test(l));
     tap.done = [];
     tap.on = tap.lines.length > 0;
+    document.activeElement?.blur(); // Space must not press the focused button again
     say(tap.on ? `Play a take or your reference, then press Space at each line. Next: “${tap.lines[0]}”`
                : "Write the lyrics first (one line per sung line).");
     document.querySelector("#tap-time")?.classList.toggle("on", tap.on);
@@ -89,6 +90,7 @@
     if (next === undefined) stopTap(`All ${tap.done.length} lines timed: the lyrics box holds the LRC.`);
     else say(`${stamp(media.currentTime)} ${line} ✓ — next: “${next}”`);
   }, true);
+  document.addEventListener("keyup", (e) => { if (tap.on && e.key === " ") e.preventDefault(); }, true);
 
   // ------------------------------------------------------------ A/B two takes at one playhead
   document.addEventListener("click", (e) => {

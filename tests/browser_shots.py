@@ -1,0 +1,35 @@
+"""Feature screenshots for docs/screenshots/: the part of the page a feature lives in, not the whole
+page (at full-page scale the detail is too small to read). Written to the test's tmp dir; with
+STUDIO_UPDATE_SCREENSHOTS=1 also into docs/screenshots/ (a plain test run must not dirty the checkout)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+SHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+
+
+def save_region(page, tmp: Path, name: str, *selectors: str, pad: int = 12) -> Path:
+    """A screenshot clipped to the box around every element the selectors match (the first of each)."""
+    boxes = []
+    for sel in selectors:
+        loc = page.locator(sel).first
+        loc.scroll_into_view_if_needed()
+        box = loc.bounding_box()
+        if box:
+            boxes.append(box)
+    assert boxes, f"nothing to photograph for {name}: {selectors}"
+    page.evaluate("window.scrollTo(0, 0)")
+    boxes = [page.locator(sel).first.bounding_box() or b for sel, b in zip(selectors, boxes, strict=False)]
+    x0 = max(min(b["x"] for b in boxes) - pad, 0)
+    y0 = max(min(b["y"] for b in boxes) - pad, 0)
+    x1 = max(b["x"] + b["width"] for b in boxes) + pad
+    y1 = max(b["y"] + b["height"] for b in boxes) + pad
+    path = tmp / name
+    page.screenshot(path=str(path), full_page=True, clip={"x": x0, "y": y0, "width": x1 - x0, "height": y1 - y0})
+    if os.environ.get("STUDIO_UPDATE_SCREENSHOTS") == "1":
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, SHOTS / name)
+    return path

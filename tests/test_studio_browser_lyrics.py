@@ -1,0 +1,133 @@
+"""Lyrics that follow the music, tap to time, and A/B, in a real browser (issue 18, items 3 and 4),
+against a real `studio serve --model test` (cropped songs: about 3 s each, so playback is quick).
+
+- the take's timed lines light up in order as it plays, and a click on a line seeks the player there;
+- tap to time: with the take playing, Space stamps each plain line; the lyrics box ends up holding an
+  LRC that `engine.lyrics.parse_lrc` reads line for line, and the page's report calls it singable;
+- A/B: two takes of the session at one playhead; the toggle swaps which is heard, keeping the time.
+No fixed sleeps: every wait is for a condition in the page.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from browser_shots import save_region
+from studio_helpers import ServeProcess
+from test_studio_browser import ARGS, CHROMIUM, NO_ERRORS
+
+pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
+
+LINES = ["Neon rain on the window", "I drive until the morning", "City lights are calling"]
+LYRICS = f"[00:00.20]{LINES[0]}\n[00:01.00]{LINES[1]}\n[00:01.90]{LINES[2]}\n[00:02.60]\n"
+PLAY_ARGS = [*ARGS, "--autoplay-policy=no-user-gesture-required", "--mute-audio"]
+AUDIO = "document.querySelector('#take-audio audio')"
+CURRENT = "document.querySelector('#lyric-lines .lrc-line.current')?.innerText || ''"
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory: pytest.TempPathFactory):
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium)")
+    pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
+    from playwright.sync_api import sync_playwright
+
+    tmp = tmp_path_factory.mktemp("browser-lyrics")
+    server = ServeProcess(tmp / "data", tmp, "--test-crop-frames", "64")
+    try:
+        server.wait_ready()
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=PLAY_ARGS)
+            page = browser.new_context(viewport={"width": 1440, "height": 1100}).new_page()
+            page.goto(server.url)
+            page.wait_for_selector("#lyrics textarea", timeout=30_000)
+            page.wait_for_function("!document.body.innerText.includes('processing')", timeout=30_000)
+            page.locator("#lyrics textarea").fill(LYRICS)
+            page.locator("#style-text textarea, #style-text input").first.fill("dreamy synthwave, female vocals")
+            page.get_by_text("Advanced").click()
+            variations = page.locator("#variations input[type='number']")
+            variations.fill("2")
+            variations.press("Enter")
+            page.click("#generate")  # two takes: one to follow and tap along, both for A/B
+            page.wait_for_function("document.querySelector('#takes').innerText.split('\\n')"
+                                   ".filter(l => l.trim().endsWith('done')).length === 2", timeout=180_000)
+            page.wait_for_selector("#lyric-lines .lrc-line", timeout=30_000)
+            page.wait_for_function(f"{AUDIO}?.duration > 2", timeout=30_000)
+            yield page, tmp
+            browser.close()
+    finally:
+        server.stop()
+
+
+def test_lines_light_up_as_the_take_plays_and_a_click_seeks(studio) -> None:
+    page, tmp = studio
+    assert page.locator("#lyric-lines .lrc-line").all_inner_texts() == [
+        f"00:00.20 {LINES[0]}", f"00:01.00 {LINES[1]}", f"00:01.90 {LINES[2]}"]
+    page.evaluate(f"window.__lit = []; {AUDIO}.currentTime = 0; {AUDIO}.play()")
+    # Sampled at every animation frame until the song ends: which line was lit, in order.
+    page.wait_for_function(f"""() => {{
+        const lit = {CURRENT}; if (lit && window.__lit.at(-1) !== lit) window.__lit.push(lit);
+        return {AUDIO}.ended || {AUDIO}.currentTime > 2.4; }}""", polling="raf", timeout=30_000)
+    lit = [text.split(" ", 1)[1] for text in page.evaluate("window.__lit")]
+    assert lit == LINES, lit
+    page.evaluate(f"{AUDIO}.pause(); window.__seeks = []; "
+                  f"{AUDIO}.addEventListener('seeked', () => window.__seeks.push({AUDIO}.currentTime))")
+    page.locator("#lyric-lines .lrc-line").nth(1).click()
+    page.wait_for_function("window.__seeks.length > 0", timeout=10_000)
+    assert abs(page.evaluate("window.__seeks[0]") - 1.0) < 0.05
+    page.wait_for_function(f"({CURRENT}).includes('{LINES[1]}')", timeout=10_000)
+    page.evaluate(f"{AUDIO}.pause()")
+    save_region(page, tmp, "lyrics-follow.png", "#take-audio", "#lyric-lines")
+    assert not page.evaluate(NO_ERRORS)
+
+
+def test_tap_to_time_writes_an_lrc_the_engine_reads(studio) -> None:
+    from engine.lyrics import parse_lrc
+    from engine.lyrics.lrc import LYRIC
+
+    page, tmp = studio
+    page.get_by_text("Timing helper").click()
+    page.locator("#plain-lyrics textarea").fill("[Verse]\n" + "\n".join(LINES) + "\n")
+    page.click("#tap-time")
+    page.wait_for_function("document.querySelector('#tap-status').innerText.includes('Next:')", timeout=10_000)
+    page.evaluate(f"{AUDIO}.currentTime = 0; {AUDIO}.play()")
+    for i, at in enumerate((0.3, 1.1, 1.9)):  # press Space as each line starts
+        page.wait_for_function(f"{AUDIO}.currentTime >= {at}", polling="raf", timeout=10_000)
+        page.keyboard.press(" ")
+        page.wait_for_function(f"document.querySelector('#lyrics textarea').value.split('\\n')"
+                               f".filter(Boolean).length === {i + 1}", timeout=10_000)
+    page.evaluate(f"{AUDIO}.pause()")
+    page.wait_for_function("document.querySelector('#tap-status').innerText.includes('All 3 lines timed')",
+                           timeout=10_000)
+    lrc = page.locator("#lyrics textarea").input_value()
+    lines = [x for x in parse_lrc(lrc) if x.kind == LYRIC]
+    assert [x.text for x in lines] == LINES, lrc
+    times = [x.time for x in lines]
+    assert times == sorted(times) and all(abs(t - at) < 0.5 for t, at in zip(times, (0.3, 1.1, 1.9), strict=True)), times
+    # The page took the typed LRC as input: its report lays it out (the end marker added after it).
+    page.wait_for_function("document.querySelector('#lyric-report').innerText.includes('singable')", timeout=30_000)
+    assert "end marker added" in page.inner_text("#lyric-report")
+    save_region(page, tmp, "tap-to-time.png", "#lyrics", "#lyric-report", "#tap")
+    assert not page.evaluate(NO_ERRORS)
+
+
+def test_ab_swaps_the_take_heard_at_the_same_playhead(studio) -> None:
+    page, tmp = studio
+    page.get_by_text("A/B: compare two takes").click()
+    page.wait_for_selector("#ab-a", state="attached", timeout=30_000)
+    page.wait_for_function("document.querySelector('#ab-a').duration > 2 && document.querySelector('#ab-b').duration > 2",
+                           timeout=30_000)
+    assert page.evaluate("document.querySelector('#ab-a').src !== document.querySelector('#ab-b').src")
+    page.evaluate("document.querySelector('#ab-a').play()")
+    page.wait_for_function("document.querySelector('#ab-a').currentTime > 0.8", polling="raf", timeout=10_000)
+    page.click("#ab-toggle")
+    state = page.evaluate("""() => { const a = document.querySelector('#ab-a'), b = document.querySelector('#ab-b');
+        return {a: a.muted, b: b.muted, gap: Math.abs(a.currentTime - b.currentTime), t: b.currentTime,
+                playing: !b.paused, label: document.querySelector('#ab-toggle').innerText}; }""")
+    assert state["a"] and not state["b"] and state["playing"] and state["t"] > 0.8, state
+    assert state["gap"] < 0.15 and state["label"].startswith("Hearing B"), state
+    page.evaluate("document.querySelector('#ab-a').pause()")  # pausing either pauses both
+    page.wait_for_function("document.querySelector('#ab-b').paused", timeout=10_000)
+    save_region(page, tmp, "ab-compare.png", "#ab")
+    assert not page.evaluate(NO_ERRORS)
