@@ -45,9 +45,9 @@ def _fmt(x: float) -> str:
 
 # Euler points of the flow-matching time grid: steps - 1 updates, so 2 is the fewest that moves at all.
 STEPS = Control("steps", 32, 2, 200, True, "Steps",
-                "diffusion steps: points of the flow-matching time grid (steps - 1 Euler updates); upstream uses 32")
+                "how many passes refine the song from noise: more is cleaner and slower; DiffRhythm's default is 32")
 CFG = Control("cfg", 4.0, 0.0, 20.0, False, "Guidance strength",
-              "classifier-free guidance strength (how strongly lyrics and style steer the song); upstream uses 4")
+              "how strongly the lyrics and the style steer the song; DiffRhythm's default is 4")
 SEED = Control("seed", 0, 0, 2**32 - 1, True, "Seed", "the noise seed; the same seed and settings remake the same song")
 VARIATIONS = Control("variations", 1, 1, 16, True, "Variations",
                      "takes of the same request, seeds seed, seed+1, ...")

@@ -53,7 +53,7 @@ def build() -> ComposeUI:
             time_it = gr.Button("Time these lyrics ↑", elem_id="time-it")
         timing_note = gr.Markdown()
         # Tap to time runs in the page (assets/ui/studio.js): each Space press stamps the next line.
-        tap = gr.HTML("<div class='tap-row'><button id='tap-time' type='button'>⏱ Tap to time</button>"
+        tap = gr.HTML("<div class='tap-row'><button id='tap-time' type='button'>♪ Tap to time</button>"
                       "<span id='tap-status'>Play a take or your style reference, press Space at the start "
                       "of each line: the lyrics box fills with the timed LRC.</span></div>", elem_id="tap")
     return ComposeUI(title, lyrics, instrumental, example, report, plain, tempo, intro, time_it, timing_note, tap)
