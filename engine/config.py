@@ -95,7 +95,7 @@ class EngineConfig:
     workers: list[WorkerSpec] = field(default_factory=lambda: [WorkerSpec()])
     policy: Literal["fifo", "fair", "share"] = "fair"  # studio: fair; batch renderer: fifo
     queue_limit: int = 64  # takes waiting beyond admission; more is BusyError at once
-    max_ready: int | None = None  # takes past the queue; default 2 x workers + 2
+    max_ready: int | None = None  # takes past the queue; default 2 x workers + 2 (with Ray: 2 x 8 + 2)
     worker_max_jobs: int = 8  # song jobs a worker holds at once
     start_variant: Literal["base", "full"] = "base"  # which DiT workers load first
     crop_frames: int | None = None  # TEST MODE only: songs cropped to this many frames
@@ -107,6 +107,11 @@ class EngineConfig:
     output_threads: int = 1
     lock_dir: str | None = None  # the workers' one-per-device lock folder (tests use their own)
     worker_env: dict[str, str] = field(default_factory=dict)
+    # Ray (engine.ray_workers): "auto" or the cluster's address. The workers are then one per accelerator
+    # of the cluster, made like `workers[0]` (its backend, device kind, precision, threads).
+    ray: str | None = None
+    ray_resource: str | None = None  # the resource that is one card [default: GPU, p100a, or a CPU per node]
+    ray_poll_s: float = 2.0  # how often the pool looks for nodes that joined or left
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
@@ -116,10 +121,15 @@ class EngineConfig:
             raise ValueError("the engine needs at least one worker")
         if self.crop_frames is not None and not self.models.test:
             raise ValueError("crop_frames is a test-model setting; real songs are never cropped")
+        if self.ray and (len(self.workers) != 1 or self.workers[0].address is not None):
+            raise ValueError("with ray, give one worker spec (the kind of worker to start on each accelerator), "
+                             "no tcp addresses: Ray places the workers")
 
     @property
     def ready_limit(self) -> int:
-        return self.max_ready if self.max_ready is not None else 2 * len(self.workers) + 2
+        if self.max_ready is not None:
+            return self.max_ready
+        return 2 * (8 if self.ray else len(self.workers)) + 2  # a cluster's size is not known up front
 
     @property
     def takes_dir(self) -> Path:

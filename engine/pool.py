@@ -12,6 +12,11 @@ past the end of `restart_backoff_s` it keeps trying at the longest interval ("re
 <reason>"), so a cause that goes away (a card freed, a file put back) brings the worker back. While a
 slot is still within its backoff list a take waits for it; once every slot that could run the take is
 past the list, the take fails at once with the workers' own reasons instead of waiting blind.
+
+Ray (`EngineConfig.ray`, `engine.ray_workers`): the slots are the cluster's seats, one per accelerator;
+a slot's (re)start asks its Ray actor to start the worker on its node instead of spawning a subprocess,
+and everything above holds as for a local worker. The monitor polls the cluster every `ray_poll_s`: a
+node that joins adds slots, a node that leaves retires its slots (their takes are lost and retried).
 """
 
 from __future__ import annotations
@@ -39,9 +44,11 @@ class NoWorkerError(RuntimeError):
 class Slot:
     """One worker seat: its spec, the live client, the takes on it, its health."""
 
-    def __init__(self, index: int, spec: WorkerSpec, variant: str):
+    def __init__(self, index: int, spec: WorkerSpec, variant: str, seat: Any = None):
         self.index, self.spec, self.variant = index, spec, variant
-        self.name = f"w{index}:{spec.name}"
+        self.seat = seat  # engine.ray_workers.Seat of a Ray worker, else None
+        self.name = f"w{index}:{seat.name if seat is not None else spec.name}"
+        self.retired = False  # a Ray seat whose node left: never restarted, dropped once its takes ended
         self.worker: Worker | None = None
         self.units: dict[str, Unit] = {}
         self.state = "new"  # new | starting | ready | dead | restarting | closed
@@ -52,6 +59,7 @@ class Slot:
 
     @property
     def local(self) -> bool:
+        """Started by this pool (a subprocess or a Ray actor), so it can be restarted with another DiT."""
         return self.spec.address is None
 
     def status(self) -> str:
@@ -64,7 +72,10 @@ class Slot:
 class Pool:
     def __init__(self, config: EngineConfig):
         self.config = config
-        self.slots = [Slot(i, spec, config.start_variant) for i, spec in enumerate(config.workers)]
+        self.ray: Any = None  # engine.ray_workers.RayWorkers with config.ray; its seats become slots
+        self.slots = [] if config.ray else [Slot(i, spec, config.start_variant)
+                                            for i, spec in enumerate(config.workers)]
+        self._next_index = len(self.slots)
         self._cond = threading.Condition()
         self._closed = False
         self.device_seconds = 0.0  # worker-measured compute (prepare + steps + decode) of finished takes
@@ -74,9 +85,19 @@ class Pool:
     def start(self, wait: bool = True) -> Pool:
         """Start every slot's worker; `wait`: block until each is ready or has used up its backoff list
         (NoWorkerError with the workers' reasons when none is ready; the slots are stopped then)."""
-        threads = [threading.Thread(target=self._boot, args=(s, s.variant), daemon=True) for s in self.slots]
-        for t in threads:
-            t.start()
+        if self.config.ray:
+            from engine.ray_workers import RayWorkers, default_resource
+
+            spec = self.config.workers[0]
+            self.ray = RayWorkers(self.config.ray, self.config.ray_resource or default_resource(spec.backend, spec.device),
+                                  threads=spec.threads, env=self.config.worker_env or None)
+            if not self._reconcile():
+                self.close()
+                raise NoWorkerError(f"the Ray cluster has no {self.ray.resource} resource on a live node "
+                                    "(one worker per unit of it)")
+        else:
+            for s in self.slots:
+                threading.Thread(target=self._boot, args=(s, s.variant), daemon=True).start()
         if wait:
             with self._cond:
                 self._cond.wait_for(lambda: self._closed or all(s.state == "ready" or self._exhausted(s)
@@ -88,15 +109,59 @@ class Pool:
         self._monitor.start()
         return self
 
-    def _make_worker(self, slot: Slot, variant: str) -> Worker:
+    def _reconcile(self) -> int:
+        """Ray: a slot for every seat of the cluster that has none, retire the slots of seats that are gone
+        (their node left); returns the number of live Ray slots."""
+        seats = set(self.ray.seats())  # a cluster call: outside the lock
+        gone, added = [], []
+        with self._cond:
+            if self._closed:
+                return 0
+            have = {s.seat for s in self.slots if not s.retired}
+            for slot in self.slots:
+                if not slot.retired and slot.seat not in seats:
+                    slot.retired, slot.state = True, "closed"
+                    slot.info["status"] = f"{slot.name} left the cluster"
+                    gone.append(slot)
+            for seat in sorted(seats - have, key=lambda t: (t.node_ip, t.node_id, t.k)):
+                slot = Slot(self._next_index, self.config.workers[0], self.config.start_variant, seat=seat)
+                self._next_index += 1
+                self.slots.append(slot)
+                added.append(slot)
+            # A retired slot stays listed until its takes have ended (they are lost and retried elsewhere).
+            drop = [s for s in self.slots if s.retired and not s.units]
+            self.slots = [s for s in self.slots if s not in drop]
+            self._cond.notify_all()
+        for slot in gone:
+            logger.warning("pool: %s left the cluster; %d take(s) on it will be retried", slot.name, len(slot.units))
+        for slot in drop:
+            worker, slot.worker = slot.worker, None
+            if worker is not None:
+                threading.Thread(target=worker.close, daemon=True).start()
+        if gone:
+            self.ray.release(*(s.seat for s in gone))
+        for slot in added:
+            logger.info("pool: %s joined", slot.name)
+            threading.Thread(target=self._boot, args=(slot, slot.variant), name=f"pool-boot-{slot.index}",
+                             daemon=True).start()
+        return len(seats)
+
+    def _options(self, slot: Slot, variant: str) -> dict[str, Any]:
+        """A started worker's configuration (device_worker.config.WorkerConfig's fields)."""
         cfg, spec, models = self.config, slot.spec, self.config.models
+        return dict(dit=models.dit(variant), vae=models.vae, backend=spec.backend, device=spec.device,
+                    policy=cfg.policy, precision=spec.precision, max_jobs=cfg.worker_max_jobs,
+                    threads=spec.threads, lock_dir=cfg.lock_dir, style=models.style)
+
+    def _make_worker(self, slot: Slot, variant: str) -> Worker:
+        cfg, spec = self.config, slot.spec
         common: dict[str, Any] = dict(heartbeat_s=cfg.heartbeat_s, dead_after_s=cfg.dead_after_s)
+        if slot.seat is not None:  # Ray: the seat's actor starts the worker on its node
+            address = self.ray.start(slot.seat, self._options(slot, variant))
+            return Worker(connect=address, secret=self.ray.secret, **common)
         if spec.address is not None:
             return Worker(connect=spec.address, secret_file=spec.secret_file, **common)
-        return Worker(dit=models.dit(variant), vae=models.vae, backend=spec.backend, device=spec.device,
-                      python=spec.python, policy=cfg.policy, precision=spec.precision,
-                      max_jobs=cfg.worker_max_jobs, threads=spec.threads, lock_dir=cfg.lock_dir,
-                      style=models.style, secret_file=spec.secret_file,
+        return Worker(python=spec.python, secret_file=spec.secret_file, **self._options(slot, variant),
                       env=({**os.environ, **cfg.worker_env} if cfg.worker_env else None), **common)
 
     def _exhausted(self, slot: Slot) -> bool:
@@ -112,7 +177,7 @@ class Pool:
         backoff list at its longest delay, until it starts or the pool closes. Never gives up."""
         while True:
             with self._cond:
-                if self._closed:
+                if self._closed or slot.retired:
                     return
                 slot.state = "starting"
             worker = None
@@ -121,8 +186,8 @@ class Pool:
                 ready = worker.wait_ready(self.config.ready_timeout_s)
                 welcome = worker.welcome
                 with self._cond:
-                    if self._closed:
-                        raise RuntimeError("pool closed")
+                    if self._closed or slot.retired:
+                        raise RuntimeError("pool closed" if self._closed else "the worker's node left the cluster")
                     slot.worker, slot.variant, slot.state = worker, variant, "ready"
                     slot.capacity = welcome.limits.max_jobs if welcome else 1
                     # `failures` stays until a take finishes: a worker that starts but dies under every
@@ -139,7 +204,7 @@ class Pool:
                 if worker is not None:
                     worker.close()
                 with self._cond:
-                    if self._closed:
+                    if self._closed or slot.retired:
                         slot.state = "closed"
                         self._cond.notify_all()
                         return
@@ -182,9 +247,17 @@ class Pool:
         threading.Thread(target=restart, name=f"pool-restart-{slot.index}", daemon=True).start()
 
     def _watch(self) -> None:
-        """Notice idle workers dying too (busy ones are noticed by their takes' event threads)."""
+        """Notice idle workers dying too (busy ones are noticed by their takes' event threads); with Ray,
+        nodes joining and leaving."""
+        polled = time.monotonic()
         while not self._closed:
             time.sleep(self.config.heartbeat_s)
+            if self.ray is not None and time.monotonic() - polled >= self.config.ray_poll_s:
+                polled = time.monotonic()
+                try:
+                    self._reconcile()
+                except Exception as exc:  # noqa: BLE001 - the cluster's head unreachable: try again later
+                    logger.warning("pool: the Ray cluster did not answer: %s", exc)
             for slot in list(self.slots):
                 worker = slot.worker
                 if worker is not None and slot.state == "ready":
@@ -202,6 +275,8 @@ class Pool:
             self._cond.notify_all()
         for w in workers:
             w.close()
+        if self.ray is not None:
+            self.ray.close()
 
     # -- placement (DeviceStage) ------------------------------------------------------------------
     def place(self, unit: Unit, sink: DeviceSink) -> None:
