@@ -78,7 +78,8 @@ def render(jobs_file: str | None, out: Path | None, lyrics_path: str | None, sty
            db_url: str | None, policy: str,
            workers: tuple[str, ...], devices: tuple[str, ...], backend: str, precision: str,
            dits: tuple[str, ...], vae: str | None, model: str, models_dir: str | None, secret_file: str | None,
-           threads: int | None, lock_dir: str | None, test_crop_frames: int | None) -> None:
+           threads: int | None, lock_dir: str | None, test_crop_frames: int | None,
+           ray_address: str | None = None, ray_resource: str | None = None) -> None:
     """Render songs without a browser: a JSONL batch, or one song."""
     logging.basicConfig(level=os.environ.get("STUDIO_LOG_LEVEL", "ERROR" if quiet else "WARNING"),
                         format="%(levelname)s %(name)s: %(message)s")
@@ -135,7 +136,7 @@ def render(jobs_file: str | None, out: Path | None, lyrics_path: str | None, sty
             raise RenderError(f"the store's database did not open: {first}") from None
     opts = BatchOptions(source=source, text=text, base_dir=base, outdir=outdir, data_dir=data_dir,
                         models=models, plan=WorkerPlan(workers, devices or (), backend, precision, secret_file,
-                                                        threads, lock_dir),
+                                                        threads, lock_dir, ray_address, ray_resource),
                         policy=policy, crop_frames=test_crop_frames, resume=resume and not one_song,
                         strict=strict, quiet=quiet, session=session, single=song_out is not None,
                         db_url=db_url)

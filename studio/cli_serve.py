@@ -28,7 +28,7 @@ log = logging.getLogger("studio.serve")
 def serve(host: str, port: int, data_dir: Path | None, db_url: str | None, workers: tuple[str, ...],
           devices: tuple[str, ...], backend: str, precision: str, dits: tuple[str, ...], vae: str | None, model: str,
           models_dir: str | None, secret_file: str | None, threads: int | None, lock_dir: str | None,
-          test_crop_frames: int | None) -> None:
+          test_crop_frames: int | None, ray_address: str | None = None, ray_resource: str | None = None) -> None:
     """Open the studio.
 
     \b
@@ -38,6 +38,7 @@ def serve(host: str, port: int, data_dir: Path | None, db_url: str | None, worke
       studio serve --device cuda:0 --port 8080 --data-dir ~/songs
       studio serve --worker tcp://10.0.0.5:5601 --secret-file secret.key
       studio serve --db postgresql://studio@dbhost/studio --data-dir /mnt/shared/studio   # one of several
+      studio serve --ray auto --device cuda      # one worker per GPU of the Ray cluster (docs/scaleout.md)
     """
     logging.basicConfig(level=os.environ.get("STUDIO_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -61,7 +62,7 @@ def serve(host: str, port: int, data_dir: Path | None, db_url: str | None, worke
         log.info("[serve] %d take(s) were interrupted by the last stop; they can be retried", len(recovered))
     config = StudioConfig(data_dir, test_model=model == "test")
     svc = Services(store, config, model_status=ModelStatus(ready=False, loading="preparing model files"))
-    spec = WorkerPlan(workers, devices, backend, precision, secret_file, threads, lock_dir)
+    spec = WorkerPlan(workers, devices, backend, precision, secret_file, threads, lock_dir, ray_address, ray_resource)
     loader = threading.Thread(target=_load_engine, name="engine-loader", daemon=True,
                               args=(svc, data_dir, model, dits, vae, models_dir, spec, test_crop_frames))
     loader.start()
@@ -96,13 +97,15 @@ def _load_engine(svc: Any, data_dir: Path, model: str, dits: tuple[str, ...], va
         from studio.testmodel import LABEL
 
         specs = plan.specs()
-        svc.model_status = ModelStatus(ready=False, loading=f"starting {len(specs)} worker(s): "
-                                       + ", ".join(s.name for s in specs))
-        cfg = EngineConfig(data_dir, models, workers=specs, policy="fair", lock_dir=plan.lock_dir,
+        what = f"the workers on the {plan.describe()}" if plan.ray else f"{len(specs)} worker(s): {plan.describe()}"
+        svc.model_status = ModelStatus(ready=False, loading=f"starting {what}")
+        cfg = EngineConfig(data_dir, models, workers=specs, policy="fair", **plan.engine_options(),
                            crop_frames=crop if models.test else None)
         engine = Engine(cfg)
         label = LABEL if models.test else "DiffRhythm 1.2"
         workers = ", ".join(f"{s.name} {s.precision}" for s in specs)
+        if plan.ray:
+            workers = f"{len(engine.pool.slots)} on the {plan.describe()}, {specs[0].precision}"
         svc.attach_engine(engine, ModelStatus(ready=True, label=label, workers=workers))
         log.info("[serve] ready: %s on %s", label, workers)
     except Exception as exc:

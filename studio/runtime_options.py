@@ -22,6 +22,7 @@ def default_data_dir() -> Path:
 
 
 DB_URL_ENV = "STUDIO_DB_URL"
+RAY_ENV = "STUDIO_RAY_ADDRESS"
 
 
 def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -34,6 +35,13 @@ def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="The store's database: a SQLAlchemy URL, e.g. postgresql://studio@dbhost/studio for "
                           "several studios sharing one database (they must share the data folder too) "
                           f"[default: ${DB_URL_ENV}, else studio.db in the data folder]."),
+        click.option("--ray", "ray_address", default=None, envvar=RAY_ENV, metavar="auto|ADDRESS", show_envvar=False,
+                     help="Run the device workers on a Ray cluster, one per accelerator (pip install -e "
+                          "\".[cluster]\"): 'auto' (the cluster of this host's `ray start`) or its address "
+                          f"host:6379. --device/--backend give the kind of worker [default: ${RAY_ENV}, else off]."),
+        click.option("--ray-resource", default=None, metavar="NAME",
+                     help="With --ray: the Ray resource that is one card [default: GPU for --device cuda, "
+                          "p100a for --backend ttnn, else one CPU worker per node]."),
         click.option("--worker", "workers", multiple=True, metavar="ADDR",
                      help="A running worker (tcp://host:port); repeat for several. Default: start one locally."),
         click.option("--device", "devices", multiple=True,
@@ -66,9 +74,25 @@ class WorkerPlan:
     """Which workers a command runs: running ones by address, local ones per device (default: one on the CPU)."""
 
     def __init__(self, workers: tuple[str, ...], devices: tuple[str, ...], backend: str, precision: str,
-                 secret_file: str | None, threads: int | None, lock_dir: str | None = None) -> None:
+                 secret_file: str | None, threads: int | None, lock_dir: str | None = None,
+                 ray: str | None = None, ray_resource: str | None = None) -> None:
         self.workers, self.devices, self.backend, self.precision = workers, devices, backend, precision
         self.secret_file, self.threads, self.lock_dir = secret_file, threads, lock_dir
+        self.ray, self.ray_resource = ray or None, ray_resource
+        if self.ray and (workers or len(devices) > 1):
+            raise click.UsageError("--ray starts one worker per accelerator of the cluster: give no --worker, "
+                                   "and --device at most once (the kind: cpu or cuda)")
+        if ray_resource and not self.ray:
+            raise click.UsageError("--ray-resource is for --ray")
+
+    def engine_options(self) -> dict[str, Any]:
+        """The EngineConfig settings besides the worker specs (the lock folder, Ray)."""
+        return {"lock_dir": self.lock_dir, "ray": self.ray, "ray_resource": self.ray_resource}
+
+    def describe(self) -> str:
+        if self.ray:
+            return f"Ray cluster {self.ray} ({self.ray_resource or 'one worker per accelerator'})"
+        return ", ".join(s.name for s in self.specs())
 
     def specs(self) -> list[Any]:
         from engine.config import WorkerSpec

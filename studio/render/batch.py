@@ -65,7 +65,7 @@ class Batch:
         o = self.opts
         specs = o.plan.specs()
         cfg = EngineConfig(o.data_dir, o.models, workers=specs, policy=o.policy, crop_frames=o.crop_frames,
-                           lock_dir=o.plan.lock_dir)
+                           **o.plan.engine_options())
         engine = Engine(cfg, start=False)
         try:
             return self._run(engine, cfg, specs)
