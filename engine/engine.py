@@ -131,6 +131,8 @@ class Engine:
             "diffusion": dev.get("steps", 0.0),
             "decode": dev.get("decode", 0.0),
         }
+        if unit.first_sound_at is not None:  # from Generate to the first audio the page can play
+            timings["first_sound"] = round(unit.first_sound_at - ctx.submitted, 6)
         notes = list(prepared.notes)
         if self.config.models.test:
             notes.insert(0, TEST_MODEL_NOTE)
@@ -142,12 +144,27 @@ class Engine:
                         timings=timings, lyrics_report=prepared.lyrics_report, notes=notes,
                         effective={**prepared.effective, "seeds": ctx.seeds, "steps": request.steps,
                                    "cfg": request.cfg, "policy": self.config.policy})
+        t0 = time.perf_counter()
+        info.style_match = self._style_match(unit)
+        timings["style_match"] = round(time.perf_counter() - t0, 6)
         folder = ctx.out_dir or new_take_dir(self.config.takes_dir, request.title, unit.seed, unit.take)
         folder.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         files = write_take(folder, unit.audio(), info, request.output_formats())
         timings["write"] = round(time.perf_counter() - t0, 6)
         return TakeResult(unit.take, unit.seed, files, timings, unit.worker)
+
+    def _style_match(self, unit: Unit) -> dict[str, Any]:
+        """The take's MuQ-MuLan similarity to its style (engine.style_match), or why there is none."""
+        if not self.config.models.style:
+            return {"cosine": None, "why": "no style model is loaded"}
+        try:
+            from engine.style_match import style_match
+
+            return style_match(unit.audio(), unit.ctx.prepared.style, self.inputs.ops.embed_audio)
+        except Exception as exc:  # noqa: BLE001 - a figure that fails must not cost the take
+            logger.warning("style match of %s failed: %s", unit.key, exc)
+            return {"cosine": None, "why": f"{type(exc).__name__}: {exc}"}
 
     # -- lifecycle --------------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:

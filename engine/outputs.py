@@ -45,6 +45,7 @@ class TakeRecord:
     lyrics_report: list[Any] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     effective: dict[str, Any] = field(default_factory=dict)  # frames, song_duration, segments in frames
+    style_match: dict[str, Any] = field(default_factory=dict)  # engine.style_match (or why it is absent)
 
     @property
     def title(self) -> str:
@@ -105,6 +106,7 @@ def make_record(info: TakeRecord, files: dict[str, str], pcm: np.ndarray) -> dic
         "models": info.models,
         "worker": info.worker,
         "timings_s": info.timings,
+        "style_match": info.style_match,
         "lyrics_report": info.lyrics_report,
         "notes": info.notes,
         "audio": {

@@ -233,6 +233,8 @@ class Pipeline:
             eta.window_s = self.window_s_hint
         interval = eta.on_window(j, seconds)
         self.window_s_hint = interval if self.window_s_hint is None else 0.7 * self.window_s_hint + 0.3 * interval
+        if unit.first_sound_at is None:  # the musician can hear it from here (the page streams it)
+            unit.first_sound_at = time.monotonic()
         unit.blocks.append((start, audio))
         job = unit.job
         job.publish(Decoding(job.id, take=unit.take, j=j, total=total, window_s=seconds, eta_s=self._eta(unit, eta)))

@@ -115,6 +115,11 @@ def test_plain_song_every_event_in_order(engine: Engine, files) -> None:
     assert record["models"]["kind"].startswith("TEST MODEL") and any("TEST MODE" in n for n in record["notes"])
     assert record["lyrics_report"][0]["status"] == "sung"
     assert set(record["timings_s"]) >= {"queued", "worker_wait", "prepare", "diffusion", "decode", "write"}
+    t = record["timings_s"]
+    # Time to first sound: Generate -> the first decoded window; after the diffusion, before the decode ends.
+    assert t["diffusion"] < t["first_sound"] <= t["queued"] + t["worker_wait"] + t["prepare"] + t["diffusion"] + t["decode"] + 1.0
+    match = record["style_match"]  # MuQ-MuLan (the test model's tiny one) of the take against its style
+    assert -1.0 <= match["cosine"] <= 1.0 and match["window_s"][1] == pytest.approx(CROP * 2048 / 44100, abs=0.01)
     for fmt in ("flac", "mp3", "ogg"):
         data, rate = sf.read(result.files[fmt])
         assert rate == 44100 and data.shape[1] == 2 and len(data) > 0
