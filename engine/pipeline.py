@@ -261,6 +261,7 @@ class Pipeline:
             return
         unit.attempt += 1
         unit.blocks.clear()
+        unit.first_sound_at = None  # the retry's audio is what plays and is kept
         unit.eta = self._new_eta(unit)
         unit.job.publish(Retrying(unit.job.id, take=unit.take, attempt=unit.attempt, reason=reason))
         self._ready_q.put(unit)
