@@ -1,0 +1,256 @@
+"""Device workers as Ray actors (issue 17): a throwaway Ray cluster of three nodes on this machine.
+
+Every node is a `ray.cluster_utils.Cluster` node on loopback with one `testcard` resource standing for
+one card; the workers are CPU workers on the tiny test model. One studio engine (module-scoped, as a
+running studio would be) sees the nodes come and go. What this pins: a batch on three nodes completes,
+spread over all three; a node removed mid-batch loses its take, which is retried on a healthy worker,
+so every song ends done (or clearly failed), none is lost or written twice; the bytes are those of a
+one-host run with local workers (retried takes included); a node added mid-batch gets work.
+Nothing listens beyond loopback, and no process of the cluster outlives the module.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Ray's own switch for a loopback-only cluster: the driver and the nodes use 127.0.0.1 as the node
+# address (otherwise Ray resolves "127.0.0.1" to this host's network address). Read when ray is imported.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray", reason='Ray is not installed (pip install -e ".[cluster]")')
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from engine.config import EngineConfig, Models, WorkerSpec  # noqa: E402
+from engine.engine import Engine  # noqa: E402
+from engine.events import Done, Failed, Retrying, Running, Step  # noqa: E402
+from engine.request import SongRequest, Style  # noqa: E402
+
+RESOURCE = "testcard"
+STEPS = 24  # enough for a take to be caught mid-way (about 1 s on this machine); still a tiny model
+NODE = dict(num_cpus=1, resources={RESOURCE: 1}, node_ip_address="127.0.0.1", object_store_memory=80 << 20)
+
+
+def _exposed(pids: set[int]) -> list[str]:
+    """tcp listeners of these processes beyond loopback ("address:port pid")."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
+    found = []
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) < 6 or fields[3].startswith(("127.", "[::1]", "[::ffff:127.")):
+            continue
+        owners = {int(p) for p in re.findall(r"pid=(\d+)", fields[5])}
+        if owners & pids:
+            found.append(f"{fields[3]} {sorted(owners & pids)}")
+    return found
+
+
+def _pids(temp_dir: str) -> set[int]:
+    out = subprocess.run(["ps", "-ewwo", "pid,args"], capture_output=True, text=True).stdout
+    return {int(line.split()[0]) for line in out.splitlines()[1:]
+            if temp_dir in line or "ray::" in line or "drs-ray-" in line or "/ray/core/src/ray/" in line}
+
+
+def _ours(marker: str) -> list[str]:
+    out = subprocess.run(["ps", "-ewwo", "pid,rss,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines()[1:] if marker in line]
+
+
+def cluster_rss_mib(temp_dir: str) -> float:
+    """Resident memory of the cluster's processes: Ray's (their command lines name its temp folder),
+    its actors (ray::) and the device workers they started (drs-ray-)."""
+    out = subprocess.run(["ps", "-ewwo", "rss,args"], capture_output=True, text=True).stdout
+    lines = [line for line in out.splitlines()[1:]
+             if temp_dir in line or "ray::" in line or "drs-ray-" in line or "/ray/core/src/ray/" in line]
+    return sum(int(line.split()[0]) for line in lines) / 1024
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    secrets_before = set(Path(tempfile.gettempdir()).glob("drs-ray-*"))
+    temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's unix sockets live under it
+    before_tmp = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = temp_dir  # Ray's session files and its "current cluster" note, not /tmp/ray
+    c = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False,
+                                                      "dashboard_host": "127.0.0.1"})
+    try:
+        c.add_node(**NODE)
+        c.add_node(**NODE)
+        c.temp_dir = temp_dir
+        yield c
+        exposed = _exposed(_pids(temp_dir))
+        assert not exposed, f"a Ray node or worker listens beyond loopback: {exposed}"
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        c.shutdown()
+        deadline = time.monotonic() + 20
+        while (_ours(temp_dir) or _ours("drs-ray-")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = _ours(temp_dir) + _ours("drs-ray-")
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        if before_tmp is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = before_tmp
+        assert not left, f"processes outlived the cluster: {left}"
+        kept = set(Path(tempfile.gettempdir()).glob("drs-ray-*")) - secrets_before
+        assert not kept, f"the workers' secret folders outlived the cluster: {kept}"
+
+
+def _models(r: Path) -> Models:
+    return Models(vae=str(r / "vae-tiny" / "vae_model.pt"), base=str(r / "dit-tiny-base"),
+                  full=str(r / "dit-tiny-full"), negative_style=str(r / "vocal.npy"), test=True)
+
+
+def _config(tmp: Path, reference_dir: Path, **kw) -> EngineConfig:
+    return EngineConfig(data_dir=tmp / "data", models=_models(reference_dir), crop_frames=96,
+                        workers=[WorkerSpec(threads=1)], worker_max_jobs=1, lock_dir=str(tmp / "locks"),
+                        heartbeat_s=0.25, dead_after_s=2.0, restart_backoff_s=(0.2, 0.5, 1.0), ray_poll_s=0.5,
+                        max_ready=4, **kw)
+
+
+@pytest.fixture(scope="module")
+def style(tmp_path_factory: pytest.TempPathFactory) -> Style:
+    d = tmp_path_factory.mktemp("style")
+    v = np.random.default_rng(0).standard_normal(512).astype(np.float32)
+    np.save(d / "style.npy", v / np.linalg.norm(v))
+    return Style(embedding=str(d / "style.npy"))
+
+
+@pytest.fixture(scope="module")
+def engine(cluster, tmp_path_factory: pytest.TempPathFactory, reference_dir: Path):
+    with Engine(_config(tmp_path_factory.mktemp("ray-engine"), reference_dir, ray=cluster.address,
+                        ray_resource=RESOURCE)) as e:
+        yield e
+    assert not ray.is_initialized(), "the engine's Ray connection outlived it"
+
+
+@pytest.fixture(scope="module")
+def local_bytes(tmp_path_factory: pytest.TempPathFactory, reference_dir: Path, style: Style):
+    """seed -> the wav of a one-host run (one local worker), computed once per seed."""
+    cache: dict[int, bytes] = {}
+    local = Engine(_config(tmp_path_factory.mktemp("local-engine"), reference_dir))
+
+    def get(seed: int) -> bytes:
+        if seed not in cache:
+            done = local.submit(SongRequest(style=style, steps=STEPS, seed=seed)).result(120)
+            cache[seed] = Path(done.takes[0].files["wav"]).read_bytes()
+        return cache[seed]
+
+    yield get
+    local.close()
+
+
+def _node_of(engine: Engine, worker_name: str) -> str:
+    slot = next(s for s in engine.pool.slots if s.name == worker_name)
+    return slot.seat.node_id
+
+
+def _wait(what: str, cond, timeout_s: float = 90.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"{what}: not within {timeout_s} s")
+
+
+def _ready_nodes(engine: Engine) -> set[str]:
+    return {w["name"] for w in engine.pool.worker_info() if w["state"] == "ready"}
+
+
+def _settle(jobs) -> tuple[list[Done], list[Failed]]:
+    finals = [job.wait(180) for job in jobs]
+    assert all(f is not None and f.terminal for f in finals), finals
+    return [f for f in finals if isinstance(f, Done)], [f for f in finals if isinstance(f, Failed)]
+
+
+def _check_files(engine: Engine, done: list[Done]) -> None:
+    """Each take written once: one folder with one wav per take, nothing else under takes/."""
+    wavs = sorted(engine.config.takes_dir.rglob("*.wav"))
+    named = sorted(Path(d.takes[0].files["wav"]) for d in done)
+    assert wavs == named, (wavs, named)
+
+
+def test_a_batch_on_three_nodes_spreads_and_matches_one_host(engine: Engine, cluster, style, local_bytes) -> None:
+    _wait("three Ray workers ready", lambda: len(_ready_nodes(engine)) == 3)
+    print(f"\n[ray] 3 nodes + 3 workers: {cluster_rss_mib(cluster.temp_dir):.0f} MiB resident")
+    t0 = time.monotonic()
+    jobs = [engine.submit(SongRequest(style=style, steps=STEPS, seed=100 + i)) for i in range(12)]
+    done, failed = _settle(jobs)
+    print(f"[ray] 12 songs on 3 nodes: {time.monotonic() - t0:.1f} s")
+    assert not failed, failed
+    assert len({_node_of(engine, d.takes[0].worker) for d in done}) == 3  # every node got work
+    for d in done:
+        assert Path(d.takes[0].files["wav"]).read_bytes() == local_bytes(d.takes[0].seed)
+    _check_files(engine, done)
+
+
+def test_a_node_removed_mid_batch_loses_no_take(engine: Engine, cluster, style, local_bytes) -> None:
+    before = set(engine.config.takes_dir.rglob("*.wav"))
+    jobs = [engine.submit(SongRequest(style=style, steps=STEPS, seed=200 + i)) for i in range(9)]
+    # Not the head (it holds the cluster's state) nor the node this process is attached to as a driver.
+    keep = {cluster.head_node.node_id, ray.get_runtime_context().get_node_id()}
+
+    def running_elsewhere():  # a take that has made a step on a worker of a node that may go
+        for job in jobs:
+            events = list(job.events)
+            runs = [(i, e) for i, e in enumerate(events) if isinstance(e, Running)]
+            if runs and any(isinstance(e, Step) for e in events[runs[-1][0]:]):
+                node = _node_of(engine, runs[-1][1].worker)
+                if node not in keep:
+                    return job, node
+
+    victim_job, victim = _wait("a take running on a node that may go", running_elsewhere)
+    node = next(n for n in cluster.list_all_nodes() if n.node_id == victim)
+    cluster.remove_node(node, allow_graceful=False)  # the host dies: its raylet and workers are killed
+    done, failed = _settle(jobs)
+    assert not failed, [f.error for f in failed]  # the lost take was retried on a healthy worker
+    retried = [e for e in victim_job.events if isinstance(e, Retrying)]
+    assert retried and "died" in retried[0].reason, victim_job.events
+    assert victim[:6] not in victim_job.final.takes[0].worker  # the retry ran on a live node
+    for d in done:
+        assert Path(d.takes[0].files["wav"]).read_bytes() == local_bytes(d.takes[0].seed)
+    new = set(engine.config.takes_dir.rglob("*.wav")) - before
+    assert sorted(new) == sorted(Path(d.takes[0].files["wav"]) for d in done)  # each take written once
+    _wait("the removed node's worker dropped", lambda: all(s.seat.node_id != victim for s in engine.pool.slots))
+    assert len(_ready_nodes(engine)) == 2
+
+
+def test_a_node_added_mid_batch_receives_work(engine: Engine, cluster, style, local_bytes) -> None:
+    """The batch rolls on (a song finishing makes room for the next, four in flight) while a node joins;
+    once its worker is up it gets songs, with no restart of the engine. Rolling rather than a fixed
+    count: how long a node takes to join depends on this machine's load (5 to 20 s seen)."""
+    assert len(_ready_nodes(engine)) == 2
+    known = {s.name for s in engine.pool.slots}
+    jobs = [engine.submit(SongRequest(style=style, steps=STEPS, seed=300 + i)) for i in range(4)]
+    t0 = time.monotonic()
+    cluster.add_node(**NODE)  # the songs go on meanwhile
+
+    def on_new_node() -> bool:
+        return any(isinstance(e, Running) and e.worker not in known for j in jobs for e in j.events)
+
+    while not on_new_node() and len(jobs) < 80 and time.monotonic() - t0 < 120:
+        if sum(j.final is None for j in jobs) < 4:
+            jobs.append(engine.submit(SongRequest(style=style, steps=STEPS, seed=300 + len(jobs))))
+        time.sleep(0.05)
+    print(f"[ray] a node joined; its worker got song {len(jobs)} after {time.monotonic() - t0:.1f} s")
+    done, failed = _settle(jobs)
+    assert not failed, [f.error for f in failed]
+    on_new = [d for d in done if d.takes[0].worker not in known]
+    assert on_new, "no take ran on the node that joined mid-batch"
+    assert len(_ready_nodes(engine)) == 3
+    for d in on_new:
+        assert Path(d.takes[0].files["wav"]).read_bytes() == local_bytes(d.takes[0].seed)
