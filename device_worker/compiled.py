@@ -5,7 +5,8 @@ A song's shapes are few and fixed: the latent is the model's whole frame budget 
 step is compiled with static shapes (`dynamic=False`): the graph fuses RMSNorm, RoPE, SwiGLU and the
 residual adds without a dynamic-shape guard, and `warm` compiles it while the worker loads, before READY,
 so a musician's first song pays no compile time (inductor keeps its artefacts on disk, so a later start
-is quicker). `prepare` (once per song) stays eager.
+is quicker). q/k/v and gate/up are fused into one matmul each first (`fuse_projections`). `prepare`
+(once per song) stays eager.
 
 `CompiledDiT` is a `sampling.Backbone`: the sampler drives it exactly as it drives the DiT.
 """
@@ -32,12 +33,25 @@ def should_compile(choice: str, device: str) -> bool:
     return choice == "on" or (choice == "auto" and device.startswith("cuda"))
 
 
+def fuse_projections(dit: DiT) -> DiT:
+    """q/k/v and gate/up as one matmul each in every block (fewer, larger GEMMs; same weights, no more
+    memory: the separate matrices are dropped). The model is then for inference only."""
+    for block in dit.transformer_blocks:
+        if not hasattr(block.self_attn, "qkv_proj"):
+            block.self_attn.fuse()
+        if not hasattr(block.mlp, "gate_up_proj"):
+            block.mlp.fuse()
+    return dit
+
+
 class CompiledDiT:
     """The same DiT with `forward_prepared` compiled (static shapes, one graph per batch x frames)."""
 
-    def __init__(self, dit: DiT) -> None:
+    def __init__(self, dit: DiT, *, fuse: bool = True) -> None:
         self.dit = dit
         self.cfg = dit.cfg
+        if fuse:
+            fuse_projections(dit)
         self._step = torch.compile(dit.forward_prepared, dynamic=False)
 
     @property

@@ -226,11 +226,23 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(cfg.dim, cfg.dim, bias=False)
         self.o_proj = nn.Linear(cfg.dim, cfg.dim, bias=False)
 
+    def fuse(self) -> None:
+        """One (d -> 3d) matmul for q, k and v instead of three (inference only: the checkpoint's three
+        weights are concatenated and dropped)."""
+        w = torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight))
+        self.qkv_proj = nn.Linear(w.shape[1], w.shape[0], bias=False, device=w.device, dtype=w.dtype)
+        self.qkv_proj.weight = nn.Parameter(w, requires_grad=False)
+        del self.q_proj, self.k_proj, self.v_proj
+
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         b, n, d = x.shape
-        q = self.q_proj(x).view(b, n, N_HEAD, self.head_dim).transpose(1, 2)  # (b, h, n, k)
-        k = self.k_proj(x).view(b, n, N_HEAD, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(b, n, N_HEAD, self.head_dim).transpose(1, 2)
+        if hasattr(self, "qkv_proj"):
+            q, k, v = self.qkv_proj(x).split(d, dim=-1)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q = q.reshape(b, n, N_HEAD, self.head_dim).transpose(1, 2)  # (b, h, n, k)
+        k = k.reshape(b, n, N_HEAD, self.head_dim).transpose(1, 2)
+        v = v.reshape(b, n, N_HEAD, self.head_dim).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         # v1.2 passes an all-zero mask (full attention); dropping it is exact and unlocks flash kernels
         y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)  # (b, h, n, k)
@@ -245,8 +257,19 @@ class FeedForward(nn.Module):
         self.up_proj = nn.Linear(cfg.dim, hidden, bias=False)
         self.down_proj = nn.Linear(hidden, cfg.dim, bias=False)
 
+    def fuse(self) -> None:
+        """One (d -> 2 hidden) matmul for the gate and up projections (inference only, as Attention.fuse)."""
+        w = torch.cat((self.gate_proj.weight, self.up_proj.weight))
+        self.gate_up_proj = nn.Linear(w.shape[1], w.shape[0], bias=False, device=w.device, dtype=w.dtype)
+        self.gate_up_proj.weight = nn.Parameter(w, requires_grad=False)
+        del self.gate_proj, self.up_proj
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))  # SwiGLU
+        if hasattr(self, "gate_up_proj"):
+            gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        else:
+            gate, up = self.gate_proj(x), self.up_proj(x)
+        return self.down_proj(F.silu(gate) * up)  # SwiGLU
 
 
 class TransformerBlock(nn.Module):

@@ -41,3 +41,20 @@ def test_compiled_song_equals_eager(reference_dir):
     # Fused kernels reorder float adds: equal to float32 rounding, not bit for bit.
     assert torch.allclose(compiled, eager, rtol=1e-4, atol=1e-5), (compiled - eager).abs().max()
     assert compiled.shape == eager.shape == (1, song.frames, 64)
+
+
+def test_fused_projections_give_the_same_velocity_and_hold_no_extra_weights(reference_dir):
+    from device_worker.compiled import fuse_projections
+
+    torch.manual_seed(0)
+    dit = load_dit(reference_dir / "dit-tiny-full")
+    n, b = 40, 2
+    cache = dit.prepare(torch.randn(b, n, 64), torch.randint(0, 300, (b, n)), torch.randn(b, 512))
+    x = torch.randn(b, n, 64)
+    before = dit.forward_prepared(x, 0.4, cache)
+    params = sum(p.numel() for p in dit.parameters())
+    fuse_projections(dit)
+    after = dit.forward_prepared(x, 0.4, cache)
+    assert sum(p.numel() for p in dit.parameters()) == params  # concatenated, not copied
+    assert not hasattr(dit.transformer_blocks[0].self_attn, "q_proj")
+    assert torch.allclose(after, before, rtol=1e-5, atol=1e-6), (after - before).abs().max()
