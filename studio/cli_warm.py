@@ -1,8 +1,11 @@
-"""`studio warm-cache`: compile every DiT bucket and VAE window of the ttnn backend ahead of time.
+"""`studio warm-cache`: compile the worker's shapes ahead of time, so no song waits for a compile.
 
-The compile runs in the worker's environment (`--python`, a Python 3.12 with ttnn) as
-`python -m device_worker.backends.ttnn.warm`; this process only shows progress and the final table,
-so the studio never imports ttnn.
+ttnn (the default, `--device N`): every DiT bucket and VAE window, in the worker's environment
+(`--python`, a Python 3.12 with ttnn) as `python -m device_worker.backends.ttnn.warm`; this process only
+shows progress and the final table, so the studio never imports ttnn.
+CUDA (`--device cuda:N`): a worker loads with its step compiled (`--compile on`) and exits; torch's
+inductor keeps the compiled graphs in its on-disk cache ($TORCHINDUCTOR_CACHE_DIR), so the studio's own
+workers start without compiling from scratch.
 """
 
 from __future__ import annotations
@@ -31,7 +34,11 @@ def warm_cache(dit: str, vae: str, python: str | None, device: str, min_s: int, 
     """Compile the ttnn backend's shapes for 96-285 s songs (both guidance branches) and every VAE window.
 
     Example: studio warm-cache --python ~/venv312/bin/python --dit models/DiffRhythm-1_2-full --vae models/vae_model.pt
+             studio warm-cache --device cuda:0 --dit models/DiffRhythm-1_2-full --vae models/vae_model.pt
     """
+    if device.startswith("cuda"):
+        _warm_cuda(dit, vae, python, device)
+        return
     argv = [python or sys.executable, "-m", "device_worker.backends.ttnn.warm", "--dit", os.path.abspath(dit),
             "--vae", os.path.abspath(vae), "--device", device, "--min-s", str(min_s), "--max-s", str(max_s),
             "--windows", windows]
@@ -67,3 +74,17 @@ def warm_cache(dit: str, vae: str, python: str | None, device: str, min_s: int, 
     for r in rows:
         click.echo(f"{r['key']:<14} {r['kind']:<4} {r['length']:>6} {r['batch']:>5} {r['seconds']:>10.2f}")
     click.echo(f"{'total':<14} {'':<4} {'':>6} {'':>5} {sum(r['seconds'] for r in rows):>10.2f}")
+
+
+def _warm_cuda(dit: str, vae: str, python: str | None, device: str) -> None:
+    from engine.remote import Worker, WorkerError
+
+    click.echo(f"compiling the DiT step for {device} (a worker loads with --compile on, then exits)", err=True)
+    try:
+        with Worker(dit=os.path.abspath(dit), vae=os.path.abspath(vae), device=device, python=python,
+                    compile="on") as w:
+            ready = w.wait_ready(1800)
+    except (WorkerError, TimeoutError) as exc:  # WorkerDeadError is a WorkerError
+        raise click.ClickException(f"warm-cache failed: {str(exc).splitlines()[0]}") from None
+    click.echo(f"compiled in {ready.info.get('compile_s', '?')} s (load {ready.load_s:.1f} s); "
+               "later workers on this machine reuse torch's inductor cache")

@@ -73,3 +73,17 @@ def test_auto_precision_is_half_on_cuda_and_exact_elsewhere():
     assert resolve_precision("ttnn", "0", "auto") == "float32"  # the card's DRPrecision decides there
     assert resolve_precision("torch", "cuda:0", "float32") == "float32"  # asked for: kept
     assert WorkerConfig().precision == "auto"
+
+
+def test_warm_cache_for_cuda_names_a_missing_gpu(reference_dir, tmp_path, monkeypatch):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: tests/test_cuda.py covers the compiled path")
+    from studio.cli_warm import warm_cache
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    res = CliRunner().invoke(warm_cache, ["--device", "cuda:0", "--dit", str(reference_dir / "dit-tiny-base"),
+                                          "--vae", str(reference_dir / "vae-tiny" / "vae_model.pt")])
+    assert res.exit_code == 1, res.output
+    assert "warm-cache failed" in res.output and "no CUDA GPU" in res.output, res.output
