@@ -149,7 +149,8 @@ class Batch:
         interrupts = Interrupts(runner.stop.set, self.say).install()
         try:
             if not o.quiet:
-                self.say(f"starting {len(engine.config.workers)} worker(s) ...")
+                self.say(f"starting the workers on the {o.plan.describe()} ..." if engine.config.ray
+                         else f"starting {len(engine.config.workers)} worker(s) ...")
             try:
                 engine.pool.start()
             except NoWorkerError as exc:
@@ -158,8 +159,11 @@ class Batch:
                     manifest.set(p.job.line, outcome="not-started", error=f"workers did not start: {exc}")
                 return "workers-failed"
             workers = engine.pool.worker_info()
-            interrupts.worker_pids = [w["pid"] for w, s in zip(workers, engine.config.workers, strict=False)
-                                      if s.address is None and w.get("pid")]
+            # Ray workers are no children of ours (their pids are another host's): they end with their
+            # actors, which Ray stops when this process is gone.
+            interrupts.worker_pids = [] if engine.config.ray else [
+                w["pid"] for w, s in zip(workers, engine.config.workers, strict=False)
+                if s.address is None and w.get("pid")]
             manifest.header["workers"] = [{k: w.get(k) for k in ("name", "pid", "backend", "device", "precision")}
                                           for w in workers]
             if runner.stop.is_set():  # Ctrl-C while the workers loaded
