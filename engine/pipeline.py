@@ -40,11 +40,12 @@ from engine.events import (
     TakeResult,
     error_text,
 )
-from engine.units import BusyError, DeviceStage, JobContext, Prepared, Stopping, Unit
+from engine.units import BusyError, DeviceStage, JobContext, Prepared, Stopping, Unit, wait_eta
 
 logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 2  # a take whose worker dies is retried once, then fails
+WAIT_ETA_EVERY_S = 2.0  # how often waiting jobs hear a fresh ETA while takes step
 
 
 class Pipeline:
@@ -68,6 +69,8 @@ class Pipeline:
         self.window_s_hint: float | None = None  # measured decode window time, for ETAs of later takes
         self.take_s_hint: float | None = None  # wall time of a take from admission to its audio, for waiting ETAs
         self._windows_for: dict[int, int] = {}  # frames -> decode windows the workers used (plan until seen)
+        self._flight: dict[int, Unit] = {}  # units past admission, for the waiting takes' ETA
+        self._eta_sent = 0.0  # when the waiting jobs last heard a fresh ETA
         self._threads = (
             [self._spawn(self._input_loop, f"engine-input-{i}") for i in range(input_threads)]
             + [self._spawn(self._device_loop, "engine-device")]
@@ -96,7 +99,7 @@ class Pipeline:
             position = len({id(u.ctx) for u in self._waiting}) + 1 if busy else 0
             waiting = tuple(u.take for u in units) if busy else ()
             ctx.job.publish(Queued(ctx.job.id, position=position, ahead=ahead, takes=waiting,
-                                   eta_s=self._wait_eta(ahead) if busy else None))
+                                   eta_s=self._wait_eta(ahead, ctx) if busy else None))
             ctx.last_position = (position, waiting)
             self._waiting.extend(units)
             self._contexts.add(ctx)
@@ -120,6 +123,7 @@ class Pipeline:
                     self._settle_locked(unit.ctx)
                     continue
                 self._in_flight += 1
+                self._flight[id(unit)] = unit
                 unit.ctx.live.add(unit.take)
                 unit.admitted = time.monotonic()
                 admitted.append(unit)
@@ -135,7 +139,7 @@ class Pipeline:
             if ctx.last_position != (position, takes):
                 ctx.last_position = (position, takes)
                 ctx.job.publish(Queued(ctx.job.id, position=position, ahead=ahead, takes=takes,
-                                       eta_s=self._wait_eta(ahead)))
+                                       eta_s=self._wait_eta(ahead, ctx)))
 
     def _positions_locked(self) -> dict[JobContext, tuple[int, int, tuple[int, ...]]]:
         """Per job with takes waiting: (position among the waiting jobs, takes ahead, its waiting takes)."""
@@ -149,12 +153,22 @@ class Pipeline:
             out[unit.ctx] = (position, ahead, (*takes, unit.take))
         return out
 
-    def _wait_eta(self, ahead: int) -> float | None:
-        """Time until a waiting take is done: the takes ahead of it and those running go through
-        `max_ready` at a time, each about `take_s_hint` long, then its own. None until a take was timed."""
-        if self.take_s_hint is None:
-            return None
-        return (ahead // self.max_ready + 2) * self.take_s_hint
+    def _wait_eta(self, ahead: int, ctx: JobContext) -> float | None:
+        return wait_eta(ahead, int(ctx.request.steps), list(self._flight.values()), self.max_ready,
+                        windows=next(iter(self._windows_for.values()), 0), window_s_hint=self.window_s_hint,
+                        take_s_hint=self.take_s_hint)
+
+    def _refresh_waiting(self) -> None:
+        """Every few seconds while takes step, the waiting jobs hear a fresh ETA (their place is unchanged)."""
+        now = time.monotonic()
+        if now - self._eta_sent < WAIT_ETA_EVERY_S:
+            return
+        self._eta_sent = now
+        with self._lock:
+            positions = self._positions_locked()
+        for ctx, (position, ahead, takes) in positions.items():
+            ctx.job.publish(Queued(ctx.job.id, position=position, ahead=ahead, takes=takes,
+                                   eta_s=self._wait_eta(ahead, ctx)))
 
     # -- the three stages -------------------------------------------------------------------------
     def _input_loop(self) -> None:
@@ -223,6 +237,7 @@ class Pipeline:
         asked = max(int(getattr(unit.ctx.request, "steps", 0) or 0), total)
         unit.job.publish(Step(unit.job.id, take=unit.take, k=k + asked - total, total=asked, step_s=seconds,
                               eta_s=self._eta(unit, eta)))
+        self._refresh_waiting()
 
     def window(self, unit: Unit, j: int, total: int, seconds: float, start: int, audio: np.ndarray) -> None:
         eta = unit.eta or TakeEta(steps=0, windows=total)
@@ -330,6 +345,7 @@ class Pipeline:
             if unit.take in unit.ctx.live:
                 unit.ctx.live.discard(unit.take)
                 self._in_flight -= 1
+            self._flight.pop(id(unit), None)
             self._settle_locked(unit.ctx)
         self._admit()
 

@@ -241,8 +241,9 @@ def test_busy_at_queue_limit(tmp_path: Path) -> None:
     assert [j.events[0].position for j in jobs] == [0, 1, 2]
     for j in jobs:
         assert isinstance(j.wait(20), Done)
-    # Positions moved up as the queue drained.
-    assert [e.position for e in jobs[2].events if isinstance(e, Queued)] == [2, 1]
+    # Positions moved up as the queue drained (a place is repeated when a fresh ETA is sent).
+    positions = [e.position for e in jobs[2].events if isinstance(e, Queued)]
+    assert [p for i, p in enumerate(positions) if i == 0 or p != positions[i - 1]] == [2, 1]
     pipe.close()
 
 

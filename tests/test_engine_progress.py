@@ -80,6 +80,23 @@ def test_steps_read_as_asked(tmp_path: Path) -> None:
     pipe.close()
 
 
+def test_waiting_eta_from_the_takes_in_flight() -> None:
+    from engine.units import Unit, wait_eta
+
+    def unit(steps_done: int) -> Unit:
+        u = Unit(None, 0, 0)  # type: ignore[arg-type]  # only its ETA is read
+        u.eta = TakeEta(steps=10, windows=0, step_s=1.0, steps_done=steps_done)
+        return u
+
+    flight = [unit(8), unit(2)]  # 2 s and 8 s left
+    # Next in line: starts when the first ends (2 s), then 9 updates and 3 windows at 1 s each.
+    assert wait_eta(0, 10, flight, 2, windows=3, window_s_hint=1.0, take_s_hint=None) == 14.0
+    assert wait_eta(1, 10, flight, 2, windows=3, window_s_hint=1.0, take_s_hint=None) == 20.0
+    # Deeper than the takes in flight: waves of the measured take time.
+    assert wait_eta(4, 10, flight, 2, windows=3, window_s_hint=1.0, take_s_hint=5.0) == 20.0
+    assert wait_eta(0, 10, [], 2, windows=3, window_s_hint=None, take_s_hint=None) is None
+
+
 def test_eta_counts_the_decode_from_the_first_step() -> None:
     eta = TakeEta(steps=4, windows=3)
     t = 0.0

@@ -81,7 +81,7 @@ def test_waiting_take_shows_its_place_and_the_eta_runs_down(serve) -> None:
             page.wait_for_function("/waiting: .* left/.test(document.querySelector('#progress-list')?.innerText)",
                                    timeout=60_000)
             waiting = page.inner_text("#progress-list")
-            save_region(page, tmp, "queue-position.png", "#generate", "#progress", "#takes")
+            save_region(page, tmp, "queue-position.png", "#generate", "#progress")
             page.wait_for_function("/step \\d+ of 8/.test(document.querySelector('#progress-list')?.innerText)",
                                    timeout=180_000)
             save_region(page, tmp, "progress-eta.png", "#generate", "#progress")
@@ -127,7 +127,8 @@ def test_cancelling_one_variation_leaves_its_siblings(serve) -> None:
                                    timeout=60_000)
             # Its siblings are still being made.
             assert page.inner_text("#progress-list").count("step") == 2, page.inner_text("#progress-list")
-            save_region(page, tmp, "cancel-one-variation.png", "#progress", "#takes", "#take-cancel", "#take-note")
+            save_region(page, tmp, "cancel-one-variation.png", "#progress")
+            save_region(page, tmp, "cancel-one-variation-takes.png", "#takes", "#take-cancel", "#take-note")
             page.wait_for_function(
                 "document.querySelector('#takes').innerText.split('\\n').filter(l => l.includes('Take '))"
                 ".every(l => /(done|cancelled)$/.test(l.trim()))", timeout=180_000)
