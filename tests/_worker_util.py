@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import os
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import zmq
+from studio_helpers import free_port  # noqa: F401 (re-exported for the worker tests)
 
 from device_worker import protocol as P
 from device_worker import wire
@@ -107,12 +107,6 @@ class RawPeer:
     def close(self) -> None:
         self.sock.close(0)
         self.ctx.term()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tiny_paths(reference_dir: Path) -> tuple[str, str]:

@@ -17,6 +17,15 @@ from studio_helpers import in_process_studio
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
 
 CHROMIUM = "/usr/bin/chromium"
+
+
+def needs_browser() -> None:
+    """Skip, saying what is missing, without Debian's Chromium or Playwright's Python package."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium); Playwright drives Debian's build")
+    pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
+
+
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # Gradio shows handler failures as "Error" toasts and status badges; none may appear.
@@ -28,9 +37,7 @@ LYRICS = ("[00:00.50]Neon rain on the window\n[00:01.60]I drive until the mornin
 
 @pytest.fixture(scope="module")
 def studio_url(tmp_path_factory: pytest.TempPathFactory):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium); Playwright drives Debian's build")
-    pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
+    needs_browser()
     from studio.testmodel import ensure_test_models
 
     tmp = tmp_path_factory.mktemp("browser")

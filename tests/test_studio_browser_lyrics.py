@@ -10,12 +10,10 @@ No fixed sleeps: every wait is for a condition in the page.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from browser_shots import save_region
 from studio_helpers import ServeProcess
-from test_studio_browser import ARGS, CHROMIUM, NO_ERRORS
+from test_studio_browser import ARGS, CHROMIUM, NO_ERRORS, needs_browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
 
@@ -28,9 +26,7 @@ CURRENT = "document.querySelector('#lyric-lines .lrc-line.current')?.innerText |
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium)")
-    pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
+    needs_browser()
     from playwright.sync_api import sync_playwright
 
     tmp = tmp_path_factory.mktemp("browser-lyrics")

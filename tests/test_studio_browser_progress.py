@@ -10,12 +10,11 @@ Screenshots go to the test's tmp dir (and docs/screenshots/ with STUDIO_UPDATE_S
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from browser_shots import save_region
 from studio_helpers import LRC, ServeProcess
-from test_studio_browser import ARGS, CHROMIUM, NO_ERRORS
+from test_studio_browser import ARGS, CHROMIUM, NO_ERRORS, needs_browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
 
@@ -30,9 +29,7 @@ SAMPLE_UNTIL_DONE = """() => {
 
 @pytest.fixture(scope="module")
 def serve(tmp_path_factory: pytest.TempPathFactory):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium)")
-    pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
+    needs_browser()
     tmp = tmp_path_factory.mktemp("browser-progress")
     server = ServeProcess(tmp / "data", tmp)  # one CPU worker, full-length test songs (~0.6 s a step)
     try:
