@@ -22,7 +22,7 @@ from studio.ui import compose, generate, history, style, takes
 log = logging.getLogger(__name__)
 
 CSS_FILE = UI_ASSETS / "studio.css"
-JS_FILE = UI_ASSETS / "studio.js"  # lyrics that follow the take, tap to time, A/B
+JS_FILES = sorted(UI_ASSETS.glob("*.js"))  # the page's own behaviours, one file each (assets/ui/*.js)
 
 
 def build_app(svc: Services) -> gr.Blocks:
@@ -113,7 +113,7 @@ def launch(demo: gr.Blocks, svc: Services, *, host: str = "127.0.0.1", port: int
         blocked_paths=svc.config.blocked_paths(),
         max_file_size=f"{svc.config.max_upload_mb}mb",
         css_paths=[CSS_FILE] if CSS_FILE.is_file() else None,
-        head=f"<script>{JS_FILE.read_text(encoding='utf-8')}</script>" if JS_FILE.is_file() else None,
+        head="".join(f"<script>{p.read_text(encoding='utf-8')}</script>" for p in JS_FILES) or None,
         theme=gr.themes.Soft(primary_hue="orange", neutral_hue="slate"),
         footer_links=["api"],
         show_error=True,
