@@ -22,7 +22,7 @@ from typing import Any
 
 import gradio as gr
 
-from studio import songs
+from studio import live, songs
 from studio.forms import ComposeForm, FormError
 from studio.services import Services, UploadRefused
 from studio.store import StoreError, TakeInfo
@@ -105,16 +105,19 @@ def register(svc: Services) -> None:
 
     def follow(take_id: str, request: gr.Request = None) -> Iterator[dict]:
         """Progress snapshots (queued position, step k/N, decoding window j/M, ETA) until the take ends;
-        the last value is the finished take."""
-        own_take(take_id, caller(request))
+        the last value is the finished take. `live_url` (relative to the studio) streams the take's
+        audio as it is decoded: raw PCM in `live_format`, from its first sample (studio/live.py)."""
+        owner = caller(request)
+        own_take(take_id, owner)
         if svc.runner is not None and svc.runner.live(take_id) is not None:
+            url = live.live_url(svc, take_id, owner)
             for snap in svc.runner.follow([take_id]):
                 lv = snap[take_id]
                 if lv.status not in ("queued", "running"):
                     break  # the finished take follows, with its files and record
                 yield {"take_id": take_id, "status": lv.status, "progress": round(lv.progress, 4),
                        "phase": lv.phase, "eta_s": lv.eta_s, "queue_position": lv.queue_position,
-                       "seed": lv.seed}
+                       "seed": lv.seed, "live_url": url, "live_format": live.FORMAT}
         yield _take(store.get_take(take_id), svc)
 
     def cancel(take_id: str, whole_job: bool = False, request: gr.Request = None) -> dict:

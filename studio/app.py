@@ -12,7 +12,7 @@ from typing import Any
 
 import gradio as gr
 
-from studio import api, events
+from studio import api, events, live
 from studio.config import UI_ASSETS
 from studio.handlers import Handlers
 from studio.page import Page
@@ -105,10 +105,10 @@ def launch(demo: gr.Blocks, svc: Services, *, host: str = "127.0.0.1", port: int
            block: bool = True, **kwargs: Any) -> tuple[Any, str, str]:
     """Queue sized for one card and serve only the data directory and the app's own assets."""
     demo.queue(max_size=svc.config.queue_max_size, default_concurrency_limit=8)
-    return demo.launch(
+    launched = demo.launch(
         server_name=host,
         server_port=port,
-        prevent_thread_lock=not block,
+        prevent_thread_lock=True,  # the live-audio route goes onto the app first (Gradio makes it here)
         allowed_paths=svc.config.served_paths(),
         blocked_paths=svc.config.blocked_paths(),
         max_file_size=f"{svc.config.max_upload_mb}mb",
@@ -120,3 +120,7 @@ def launch(demo: gr.Blocks, svc: Services, *, host: str = "127.0.0.1", port: int
         quiet=True,
         **kwargs,
     )
+    live.mount(launched[0], svc)
+    if block:
+        demo.block_thread()
+    return launched

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import html
 import logging
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
-import numpy as np
 
-from studio import present, songs
+from studio import live, present, songs
 from studio.handlers_takes import TakeHandlers
 from studio.page import Page
 from studio.services import Services, UploadRefused
@@ -130,17 +128,22 @@ class Handlers(TakeHandlers):
         yield from self._follow(session_id, [t.id for t in takes])
 
     def _follow(self, session_id: str, take_ids: list[str]) -> Iterator[dict]:
-        """Follow takes until they end: progress bars with ETA, and an early preview from decoded windows."""
+        """Follow takes until they end: progress bars with ETA, and the live audio of the first take
+        still rendering (studio/live.py: the page plays its decoded windows as they arrive)."""
         g = self.page.gen
         runner = self.svc.runner
         labels = {t.id: t.label for t in map(self.svc.store.get_take, take_ids) if t}
-        preview = _Preview(self.svc.config.cache_dir / "live")
+        session = self.svc.store.get_session(session_id)
+        urls: dict[str, str] = {}
         last_status: dict[str, str] = {}
         for snap in runner.follow(take_ids):
-            out: dict[Any, Any] = {g.progress: present.progress_html(snap, labels)}
-            path = preview.update(snap)
-            if path is not None:
-                out[g.preview] = str(path)
+            html_out = present.progress_html(snap, labels)
+            rendering = [t for t, lv in snap.items() if lv.status in ACTIVE_STATUSES and not lv.preview_dropped]
+            if rendering and session is not None:
+                tid = rendering[0]
+                url = urls.setdefault(tid, live.live_url(self.svc, tid, session.owner))
+                html_out += live.live_html(url, labels.get(tid, ""))
+            out: dict[Any, Any] = {g.progress: html_out}
             changed = {t: lv.status for t, lv in snap.items()} != last_status
             last_status = {t: lv.status for t, lv in snap.items()}
             if changed:
@@ -189,41 +192,3 @@ class Handlers(TakeHandlers):
             yield from self._follow(session_id, active)
         else:
             yield {self.page.gen.progress: gr.skip()}
-
-
-class _Preview:
-    """Early playback without a streaming encoder: the decoded prefix as a WAV, refreshed only when the
-    listener would otherwise run out of audio (each refresh restarts the player)."""
-
-    RATE = 44_100
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.sent_s = 0.0
-        self.sent_at = 0.0
-        self.take: str | None = None
-        self.written: list[Path] = []  # the newest two stay (the player may still be fetching one)
-
-    def update(self, snap: dict) -> Path | None:
-        rendering = [(t, lv) for t, lv in snap.items() if lv.chunks]
-        if not rendering:
-            return None
-        take, lv = rendering[0]
-        seconds = sum(len(c) for c in lv.chunks) / self.RATE
-        now = time.monotonic()
-        due = take != self.take or (seconds > self.sent_s and now - self.sent_at >= 0.8 * self.sent_s)
-        if not due:
-            return None
-        audio = np.concatenate(lv.chunks, axis=0)
-        peak = float(np.max(np.abs(audio))) or 1.0
-        pcm = (np.clip(audio / peak, -1, 1) * 32767).astype(np.int16)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.folder / f"{take}-{len(lv.chunks)}.wav"
-        import soundfile as sf
-
-        sf.write(str(path), pcm, self.RATE, subtype="PCM_16")
-        self.take, self.sent_s, self.sent_at = take, seconds, now
-        self.written.append(path)
-        while len(self.written) > 2:  # a 285 s prefix is 50 MB: old ones must not pile up on disk
-            self.written.pop(0).unlink(missing_ok=True)
-        return path

@@ -52,6 +52,14 @@ class Identity:
             return None
         return m.group(1)
 
+    def sign(self, purpose: str, *parts: str) -> str:
+        """A MAC over `parts` for one purpose (a live-audio URL, say): only this server can make it."""
+        msg = "\0".join((purpose, *parts)).encode()
+        return hmac.new(self._key, b"sign:" + msg, hashlib.sha256).hexdigest()[:32]
+
+    def verify(self, mac: Any, purpose: str, *parts: str) -> bool:
+        return isinstance(mac, str) and hmac.compare_digest(mac, self.sign(purpose, *parts))
+
     @property
     def browser_state_secret(self) -> str:
         return hmac.new(self._key, b"gradio-browser-state", hashlib.sha256).hexdigest()[:32]

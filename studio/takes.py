@@ -62,6 +62,17 @@ class Live:
     version: int = 0  # bumped on every change, so followers only redraw when something moved
 
 
+@dataclass
+class StreamCursor:
+    """Where one listener of a take's live audio is (`TakeRunner.read_stream`)."""
+
+    take_id: str
+    held: list[np.ndarray] | None = None  # the chunk list being read (a retry starts a new one)
+    used: int = 0  # chunks of `held` read
+    pos: int = 0  # samples those chunks cover
+    sent: int = 0  # samples handed out
+
+
 class TakeRunner:
     """Submits requests to the engine and mirrors each job's events into the store."""
 
@@ -204,7 +215,7 @@ class TakeRunner:
                 elif (moved := progress_of(e)) is not None:
                     update(e.take, progress=moved[0], eta_s=e.eta_s, phase=moved[1])
                 elif isinstance(e, ev.AudioChunk):
-                    self._add_chunk(take_ids[e.take], np.asarray(e.audio, dtype=np.float32))
+                    self._add_chunk(take_ids[e.take], np.asarray(e.audio, dtype=np.float32), e.start)
                 elif isinstance(e, ev.Retrying):
                     update(e.take, force=True, phase=f"retrying (attempt {e.attempt}): {e.reason}")
                 elif isinstance(e, ev.TakeDone):
@@ -234,11 +245,13 @@ class TakeRunner:
                 for tid in take_ids:
                     self._jobs.pop(tid, None)
 
-    def _add_chunk(self, take_id: str, audio: np.ndarray) -> None:
+    def _add_chunk(self, take_id: str, audio: np.ndarray, start: int = -1) -> None:
         with self._lock:
             lv = self._live.get(take_id)
             if lv is None or lv.preview_dropped:
                 return
+            if start == 0 and lv.chunks:  # a retry decodes the song again from its start: a new list
+                lv.chunks = []
             lv.chunks.append(audio)
             lv.version += 1
             held = [x for x in self._live.values() if x.chunks]  # insertion order: oldest take first
@@ -250,6 +263,33 @@ class TakeRunner:
                 old.chunks, old.preview_dropped = [], True
                 old.version += 1
             self._lock.notify_all()
+
+    def read_stream(self, cursor: StreamCursor) -> tuple[list[np.ndarray], bool]:
+        """The take's decoded audio the cursor has not had yet, and whether the stream is over. Never
+        blocks (a server polls it from its event loop, holding no thread per listener).
+
+        Each sample goes out once and in order: a retry's audio (same seed, same samples) resumes
+        where the listener is; a take that ends still hands out what it had; a take whose preview
+        audio went to the memory budget ends its stream (its file still comes)."""
+        with self._lock:
+            lv = self._live.get(cursor.take_id)
+            if lv is None or lv.preview_dropped:
+                return [], True
+            final = lv.status in FINAL_STATUSES
+            if cursor.held is None or (lv.chunks is not cursor.held and not final):
+                cursor.held, cursor.used, cursor.pos = lv.chunks, 0, 0
+            new = cursor.held[cursor.used:]
+            cursor.used += len(new)
+        out = []
+        for c in new:
+            skip = cursor.sent - cursor.pos
+            cursor.pos += len(c)
+            if skip < len(c):
+                out.append(c[max(0, skip):])
+                cursor.sent = cursor.pos
+        if final:
+            cursor.held = None  # done with it: the take's audio can be freed
+        return out, final
 
     def preview_bytes(self) -> int:
         with self._lock:

@@ -33,3 +33,19 @@ def save_region(page, tmp: Path, name: str, *selectors: str, pad: int = 12) -> P
         SHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, SHOTS / name)
     return path
+
+
+def save_viewport_below(page, tmp: Path, name: str, selector: str, pad: int = 12) -> Path:
+    """A screenshot of the viewport from `selector`'s top to the viewport's bottom: for what is fixed
+    to the window (the live player bar) shown together with the part of the page it belongs to."""
+    page.locator(selector).first.evaluate("el => el.scrollIntoView({block: 'center'})")
+    box = page.locator(selector).first.bounding_box()
+    size = page.viewport_size
+    assert box and size, f"nothing to photograph for {name}: {selector}"
+    y0 = max(box["y"] - pad, 0)
+    path = tmp / name
+    page.screenshot(path=str(path), clip={"x": 0, "y": y0, "width": size["width"], "height": size["height"] - y0})
+    if os.environ.get("STUDIO_UPDATE_SCREENSHOTS") == "1":
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, SHOTS / name)
+    return path

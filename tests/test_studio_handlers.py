@@ -100,27 +100,6 @@ def test_edit_ranges() -> None:
             parse_ranges(bad)
 
 
-def test_early_preview_is_the_decoded_prefix_refreshed_when_it_would_run_out(tmp_path: Path) -> None:
-    import numpy as np
-    import soundfile as sf
-
-    from studio.handlers import _Preview
-    from studio.takes import Live
-
-    preview = _Preview(tmp_path)
-    live = Live("t1", status="running")
-    assert preview.update({"t1": live}) is None  # nothing decoded yet
-    live.chunks.append(np.full((44100, 2), 0.25, dtype=np.float32))  # the first second arrives
-    first = preview.update({"t1": live})
-    audio, rate = sf.read(first)
-    assert rate == 44100 and audio.shape == (44100, 2) and abs(audio).max() > 0.99  # peak-normalised
-    live.chunks.append(np.full((44100, 2), -0.5, dtype=np.float32))
-    assert preview.update({"t1": live}) is None  # the listener still has audio: no restart yet
-    preview.sent_at -= 1.0  # a second later the first second has played out
-    second = preview.update({"t1": live})
-    assert sf.read(second)[0].shape == (88200, 2)
-
-
 def test_use_these_settings_loads_the_takes_request_and_actual_seed(h: Handlers) -> None:
     store = h.svc.store
     token = h.svc.identity.new_token()

@@ -1,4 +1,4 @@
-"""Generate: duration, Advanced settings, edit/continue a take, Generate/Cancel, progress, live preview."""
+"""Generate: duration, Advanced settings, edit/continue a take, Generate/Cancel, progress, the finished take."""
 
 from __future__ import annotations
 
@@ -63,7 +63,9 @@ def build() -> GenerateUI:
         cancel = gr.Button("Cancel", variant="stop", elem_id="cancel", scale=1)
     message = gr.Markdown(elem_id="gen-message")
     progress = gr.HTML(elem_id="progress")
-    preview = gr.Audio(label="Now rendering (plays as soon as the first windows are decoded)",
-                       type="filepath", interactive=False, elem_id="preview", buttons=[])
+    # While a take renders, the page's live player (assets/ui/live.js) plays its decoded windows as they
+    # arrive; this player gets the finished file.
+    preview = gr.Audio(label="Latest finished take", type="filepath", interactive=False, elem_id="preview",
+                       buttons=[])
     return GenerateUI(duration, steps, cfg, seed, random_seed, variations, formats, edit_mode,
                       edit_take, edit_ranges, continue_from, generate, cancel, message, progress, preview)

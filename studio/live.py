@@ -1,0 +1,96 @@
+"""Hear a take while it is made: its decoded windows as one raw PCM stream the page plays gap-free.
+
+`GET /studio/live/<take id>?k=<expiry>.<mac>` answers with the take's audio as it is decoded, from its
+first sample, as 16-bit little-endian stereo at 44.1 kHz (`FORMAT`), ending when the take does. No
+encoder, no file, no re-decode: each window's new samples go out once, as soon as the engine has them
+(`TakeRunner.read_stream`). The page (assets/ui/live.js) schedules them back to back on one Web Audio
+clock, so playback never restarts. The level is the decoder's (clipped to full scale); the file gets
+upstream's song-level peak normalisation once the whole song is known.
+
+The URL is a capability the server signs for the take's owner when it shows that owner the take
+rendering (`live_url`); the signature names the take, the owner and an expiry, so a URL is worth
+nothing for another take, after its owner changed, or later. A bad URL of any kind gets the same 404.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import re
+import time
+from typing import Any
+
+import numpy as np
+from fastapi import Request  # at module level: FastAPI resolves the handler's annotations from here
+from fastapi.responses import PlainTextResponse, StreamingResponse
+
+from device_worker.shapes import CHANNELS, SAMPLE_RATE
+from studio.takes import StreamCursor
+
+PATH = "/studio/live/{take_id}"
+FORMAT = f"s16le;rate={SAMPLE_RATE};channels={CHANNELS}"
+TTL_S = 6 * 3600  # a 285 s take waiting behind a long queue is still heard
+POLL_S = 0.05  # how often a stream looks for new audio: well under one window's worth
+MAX_STREAMS = 32  # listeners at once; past it a clear 503 (each holds a take's audio until it ends)
+_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_KEY = re.compile(r"^(\d{1,12})\.([0-9a-f]{32})$")
+
+
+def live_url(svc: Any, take_id: str, owner: str, now: float | None = None) -> str:
+    expiry = str(int((now or time.time()) + TTL_S))
+    return f"/studio/live/{take_id}?k={expiry}.{svc.identity.sign('live', take_id, owner, expiry)}"
+
+
+def live_html(url: str, label: str) -> str:
+    """The marker the page's live player picks up (it keeps its own state; this may be re-rendered)."""
+    return (f"<div class='live-src' data-live-src='{html.escape(url)}' data-live-label='{html.escape(label)}' "
+            f"data-live-format='{FORMAT}'></div>")
+
+
+def pcm(chunk: np.ndarray) -> bytes:
+    """float32 [n, 2] decoder audio -> interleaved int16 little-endian bytes."""
+    return (np.clip(chunk, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+
+
+def mount(app: Any, svc: Any) -> None:
+    """Add the stream route to the studio's FastAPI app (Gradio's, after launch)."""
+    streams = {"open": 0}
+    nothing = PlainTextResponse("No such live take.", status_code=404)
+
+    def owner_ok(take_id: str, key: str) -> bool:
+        m = _KEY.match(key)
+        if not _ID.match(take_id) or m is None or int(m.group(1)) < time.time():
+            return False
+        take = svc.store.get_take(take_id)
+        session = svc.store.get_session(take.session_id) if take is not None else None
+        return session is not None and svc.identity.verify(m.group(2), "live", take_id, session.owner, m.group(1))
+
+    async def live(take_id: str, request: Request) -> Any:
+        key = request.query_params.get("k", "")
+        if svc.runner is None or not owner_ok(take_id, key[:64]):
+            return nothing
+        if streams["open"] >= MAX_STREAMS:
+            return PlainTextResponse("Too many live listeners right now; the take plays once it is done.",
+                                     status_code=503, headers={"Retry-After": "5"})
+        cursor = StreamCursor(take_id)
+
+        async def body():
+            streams["open"] += 1  # here, not before: a body never started must not hold a place
+            try:
+                while True:
+                    chunks, over = svc.runner.read_stream(cursor)
+                    for c in chunks:
+                        yield pcm(c)
+                    if over:
+                        return
+                    if not chunks:
+                        await asyncio.sleep(POLL_S)
+            finally:
+                streams["open"] -= 1
+                cursor.held = None
+
+        return StreamingResponse(body(), media_type="application/octet-stream",
+                                 headers={"X-Audio-Format": FORMAT, "Cache-Control": "no-store",
+                                          "X-Content-Type-Options": "nosniff"})
+
+    app.add_api_route(PATH, live, methods=["GET"], include_in_schema=False)
