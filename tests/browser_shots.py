@@ -28,7 +28,11 @@ def save_region(page, tmp: Path, name: str, *selectors: str, pad: int = 12) -> P
     x1 = max(b["x"] + b["width"] for b in boxes) + pad
     y1 = max(b["y"] + b["height"] for b in boxes) + pad
     path = tmp / name
+    # The live player bar is fixed to the window: in a full-page shot it lands over whatever is there.
+    hide = "() => document.getElementById('live-player')?.style.setProperty('visibility', '{}')"
+    page.evaluate(hide.format("hidden"))
     page.screenshot(path=str(path), full_page=True, clip={"x": x0, "y": y0, "width": x1 - x0, "height": y1 - y0})
+    page.evaluate(hide.format("visible"))
     if os.environ.get("STUDIO_UPDATE_SCREENSHOTS") == "1":
         SHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, SHOTS / name)
