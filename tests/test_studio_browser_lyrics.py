@@ -1,6 +1,7 @@
 """Lyrics that follow the music, tap to time, and A/B, in a real browser (issue 18, items 3 and 4),
 against a real `studio serve --model test` (cropped songs: about 3 s each, so playback is quick).
 
+- a three-line LRC with no end marker is sung whole: the studio adds the marker and the record says so;
 - the take's timed lines light up in order as it plays, and a click on a line seeks the player there;
 - tap to time: with the take playing, Space stamps each plain line; the lyrics box ends up holding an
   LRC that `engine.lyrics.parse_lrc` reads line for line, and the page's report calls it singable;
@@ -18,7 +19,9 @@ from test_studio_browser import ARGS, CHROMIUM, NO_ERRORS, needs_browser
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
 
 LINES = ["Neon rain on the window", "I drive until the morning", "City lights are calling"]
-LYRICS = f"[00:00.20]{LINES[0]}\n[00:01.00]{LINES[1]}\n[00:01.90]{LINES[2]}\n[00:02.60]\n"
+# A plain three-line LRC ending with a sung line, as musicians write it: the studio adds the end marker
+# the base model needs, so the third line is sung (and lit) too.
+LYRICS = f"[00:00.20]{LINES[0]}\n[00:01.00]{LINES[1]}\n[00:01.90]{LINES[2]}\n"
 PLAY_ARGS = [*ARGS, "--autoplay-policy=no-user-gesture-required", "--mute-audio"]
 AUDIO = "document.querySelector('#take-audio audio')"
 CURRENT = "document.querySelector('#lyric-lines .lrc-line.current')?.innerText || ''"
@@ -43,8 +46,15 @@ def studio(tmp_path_factory: pytest.TempPathFactory):
             page.locator("#style-text textarea, #style-text input").first.fill("dreamy synthwave, female vocals")
             page.get_by_text("Advanced").click()
             variations = page.locator("#variations input[type='number']")
-            variations.fill("2")
-            variations.press("Enter")
+            # The accordion mounts its sliders as it opens; a value typed in that instant is overwritten
+            # by the slider's initial one, so type until the box holds it (a person is never that quick).
+            for _ in range(20):
+                variations.fill("2")
+                variations.press("Enter")
+                if variations.input_value() == "2":
+                    break
+                page.wait_for_timeout(100)
+            assert variations.input_value() == "2"
             page.click("#generate")  # two takes: one to follow and tap along, both for A/B
             page.wait_for_function("document.querySelector('#takes').innerText.split('\\n')"
                                    ".filter(l => l.trim().endsWith('done')).length === 2", timeout=180_000)
@@ -60,6 +70,10 @@ def test_lines_light_up_as_the_take_plays_and_a_click_seeks(studio) -> None:
     page, tmp = studio
     assert page.locator("#lyric-lines .lrc-line").all_inner_texts() == [
         f"00:00.20 {LINES[0]}", f"00:01.00 {LINES[1]}", f"00:01.90 {LINES[2]}"]
+    page.get_by_text("Full record").click()  # the record says so
+    page.wait_for_function("document.querySelector('#take-record')?.innerText.includes('end marker added')",
+                           timeout=30_000)
+    page.get_by_text("Full record").click()
     page.evaluate(f"window.__lit = []; {AUDIO}.currentTime = 0; {AUDIO}.play()")
     # Sampled at every animation frame until the song ends: which line was lit, in order.
     page.wait_for_function(f"""() => {{
