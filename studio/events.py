@@ -32,14 +32,17 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> None:
     # ---------------------------------------------------------------- generate
     gen_outputs = [p.session, g.message, g.progress, g.preview, t.listing, g.edit_take, hi.sessions,
                    *p.take_outputs()]
+    # After a generation redraws the list (newest first), the order the musician picked is put back.
     g.generate.click(h.generate, p.form_inputs(), gen_outputs, concurrency_limit=follow_limit,
-                     concurrency_id="follow", show_progress="minimal", **PRIVATE)
+                     concurrency_id="follow", show_progress="minimal", **PRIVATE).then(
+        h.resort, [t.sort, t.listing, p.session, p.owner], [t.listing, g.edit_take], **PRIVATE)
     g.cancel.click(h.cancel, [p.session, p.owner], g.message, queue=False, **PRIVATE)
 
     # ---------------------------------------------------------------- takes
     take_out = p.take_outputs()
     t.listing.change(h.show_take, [t.listing, p.session, p.owner, p.token], take_out, **PRIVATE)
-    t.refresh.click(lambda sid, owner: h._listing(h._own_id(sid, owner)), [p.session, p.owner], [t.listing, g.edit_take], **PRIVATE)
+    t.refresh.click(h.resort, [t.sort, t.listing, p.session, p.owner], [t.listing, g.edit_take], **PRIVATE)
+    t.sort.change(h.resort, [t.sort, t.listing, p.session, p.owner], [t.listing, g.edit_take], **PRIVATE)
     t.rename.click(h.rename, [t.listing, p.session, t.name, p.owner], [t.listing, g.edit_take, *take_out], **PRIVATE)
     t.star.click(h.star, [t.listing, p.session, p.owner], [t.listing, g.edit_take, *take_out], **PRIVATE)
     t.delete.click(h.delete, [t.listing, p.session, p.owner], [t.listing, g.edit_take, *take_out], **PRIVATE)

@@ -17,6 +17,8 @@ from device_worker import controls
 from studio import present, songs
 from studio.forms import ComposeForm
 from studio.store import DONE, INTERRUPTED, SessionInfo, StoreError, TakeInfo
+from studio.ui.takes import SORTS
+from studio.waveform import regions_html
 
 NO_SESSION = "new"  # the browser's session value for a blank page (never a session id: those are 22 chars)
 
@@ -26,13 +28,23 @@ class TakeHandlers:
     page: Any
 
     # ------------------------------------------------------------------ lists
-    def _listing(self, session_id: str | None, select: str | None = None) -> dict:
+    def _listing(self, session_id: str | None, select: str | None = None, order: str | None = None) -> dict:
         t, g = self.page.takes, self.page.gen
-        takes = self.svc.store.list_takes(session_id) if session_id else []
-        choices = [(present.take_label(x), x.id) for x in reversed(takes)]
-        done = [(present.take_label(x), x.id) for x in reversed(takes) if x.status == DONE]
+        takes = list(reversed(self.svc.store.list_takes(session_id))) if session_id else []
+        if order == SORTS[1]:
+            # Best style match first; takes without a figure (running, failed, no style model) go last,
+            # newest first among equals (sorted() is stable).
+            takes = sorted(takes, key=lambda x: (present.style_match_of(x) is None, -(present.style_match_of(x) or 0.0)))
+        choices = [(present.take_label(x), x.id) for x in takes]
+        done = [(present.take_label(x), x.id) for x in takes if x.status == DONE]
         listing = gr.Radio(choices=choices, value=select) if select else gr.Radio(choices=choices)
         return {t.listing: listing, g.edit_take: gr.Dropdown(choices=done)}
+
+    def resort(self, order: str | None, take_id: str | None, session_id: str | None, owner: str | None) -> dict:
+        """The list in the order picked, the shown take still selected."""
+        own = self._own_id(session_id, owner)
+        keep = take_id if isinstance(take_id, str) and take_id and own else None
+        return self._listing(own, select=keep, order=order if order in SORTS else None)
 
     # ------------------------------------------------------------------ identity
     def _owner(self, owner_token: Any) -> str | None:
@@ -167,7 +179,7 @@ class TakeHandlers:
         t = self.page.takes
         take = self.svc.store.get_take(take_id) if take_id else None
         if take is None:
-            return {t.audio: None, t.lyric_lines: "", t.waveform: None, t.lyrics_view: "", t.files: None, t.record: "",
+            return {t.audio: None, t.lyric_lines: "", t.waveform: "", t.lyrics_view: "", t.files: None, t.record: "",
                     t.name: "", t.star: "☆ Star", t.undo: gr.Button(visible=False),
                     t.retry: gr.Button(visible=False), t.note: "", t.actions: gr.Row(visible=bool(session_id)),
                     t.undo_id: "", t.delete: gr.Button(visible=bool(session_id))}
@@ -176,11 +188,12 @@ class TakeHandlers:
         wav = serve(take.files["wav"]) if take.files.get("wav") and Path(take.files["wav"]).is_file() else None
         files = [serve(p) for f, p in take.files.items() if f != "json" and Path(p).is_file()]
         files += [serve(take.files["json"])] if Path(take.files.get("json") or "/nonexistent").is_file() else []
-        picture = present.waveform_png(wav, self.svc.config.cache_dir / "waveforms" / f"{take.id}.png") if wav else None
+        peaks_cache = self.svc.config.cache_dir / "waveforms" / f"{take.id}.json"
         return {
             t.audio: gr.Audio(value=wav, subtitles=present.subtitles(take), label=take.label) if wav else None,
             t.lyric_lines: present.lyric_lines_html(take) if wav else "",
-            t.waveform: str(picture) if picture else None,
+            t.waveform: regions_html(take.id, take.files["wav"], peaks_cache,
+                                                  present.style_match_caption(take)) if wav else "",
             t.lyrics_view: take.request.get("lyrics") or "(instrumental)",
             t.files: files or None,
             t.record: present.record_markdown(take),

@@ -64,18 +64,46 @@ def progress_html(lives: dict[str, Live], labels: dict[str, str] | None = None) 
     return "<div id='progress-list'>" + "".join(out) + "</div>"
 
 
+def style_match_of(t: TakeInfo) -> float | None:
+    """The take's MuQ-MuLan cosine to its style (engine.style_match), or None when it has none."""
+    sm = (t.record or {}).get("style_match")
+    v = sm.get("cosine") if isinstance(sm, dict) else None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def style_match_text(t: TakeInfo) -> str:
+    """One line for the take's detail: the figure and what it measures, or why it is absent."""
+    v = style_match_of(t)
+    if v is not None:
+        return (f"**Style match {v:.2f}** (MuQ-MuLan cosine between the take's audio and its style; it ranks "
+                "the variations of one request, 1 would be the same direction)")
+    sm = (t.record or {}).get("style_match")
+    why = sm.get("why") if isinstance(sm, dict) else None
+    return f"Style match: none ({html.escape(str(why))})" if why else ""
+
+
+def style_match_caption(t: TakeInfo) -> str:
+    """Plain text beside the take's waveform: the figure, or nothing when the take has none."""
+    v = style_match_of(t)
+    return f"Style match {v:.2f} (MuQ-MuLan cosine to the take's style; compare variations by it)" if v is not None else ""
+
+
 def take_label(t: TakeInfo) -> str:
     star = "★ " if t.starred else ""
     seed = f" · seed {t.seed}" if t.seed is not None else ""
     dur = t.request.get("duration")
     dur_s = f" · {float(dur):g} s" if dur else ""
     edit = " · edit" if t.request.get("edit") else ""
-    return f"{star}{STATUS_ICON.get(t.status, '')} {t.label}{seed}{dur_s}{edit} · {t.status}"
+    sm = style_match_of(t)
+    match = f" · match {sm:.2f}" if sm is not None else ""
+    return f"{star}{STATUS_ICON.get(t.status, '')} {t.label}{seed}{dur_s}{edit}{match} · {t.status}"
 
 
 def record_markdown(t: TakeInfo) -> str:
     """The take's full record: every parameter, the actual seed, model versions, per-stage times."""
     lines = [f"**{html.escape(t.label)}** · `{t.id}` · {t.status}" + (f" · parent `{t.parent_id}`" if t.parent_id else "")]
+    if style_match_text(t):
+        lines.append("\n" + style_match_text(t))
     if t.error:
         lines.append(f"\n**Error:** {html.escape(t.error)}")
     if t.status == INTERRUPTED:
@@ -163,6 +191,6 @@ def _dur(s: float) -> str:
     return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"
 
 
-__all__ = ["lyric_report_html", "progress_html", "take_label", "record_markdown", "subtitles", "lyric_lines_html",
+__all__ = ["lyric_report_html", "progress_html", "take_label", "style_match_of", "style_match_text", "record_markdown", "subtitles", "lyric_lines_html",
            "waveform_png",
            "DONE", "FAILED", "CANCELLED"]

@@ -6,14 +6,17 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+SORTS = ["newest first", "best style match first"]  # handlers_takes._listing knows both
+
 
 @dataclass
 class TakesUI:
     listing: gr.Radio
+    sort: gr.Radio
     refresh: gr.Button
     audio: gr.Audio
     lyric_lines: gr.HTML  # the take's timed lyrics, lit as it plays (assets/ui/studio.js)
-    waveform: gr.Image
+    waveform: gr.HTML  # the take's waveform with draggable regions (assets/ui/regions.js)
     lyrics_view: gr.Textbox
     files: gr.File
     record: gr.Markdown
@@ -40,13 +43,14 @@ def build() -> TakesUI:
     with gr.Row():
         listing = gr.Radio(label="Takes in this session", choices=[], elem_id="takes", scale=5)
         refresh = gr.Button("↻", scale=0, min_width=40, elem_id="takes-refresh")
+    sort = gr.Radio(SORTS, value=SORTS[0], label="Order", elem_id="takes-sort")
     # The plain player keeps its <audio> in the page, so the lyric lines can follow and seek it (the
     # waveform picture below shows the shape).
     audio = gr.Audio(label="Take", type="filepath", interactive=False, elem_id="take-audio",
                      waveform_options=gr.WaveformOptions(show_recording_waveform=False))
     lyric_lines = gr.HTML(elem_id="lyric-lines")
-    waveform = gr.Image(label="Waveform", interactive=False, height=120, elem_id="take-waveform",
-                        buttons=[])
+    # Drag regions on it to repaint or extend them (studio/waveform.py sends the peaks).
+    waveform = gr.HTML(elem_id="take-regions")
     lyrics_view = gr.Textbox(label="Lyrics (as timed)", lines=6, interactive=False, elem_id="take-lyrics")
     files = gr.File(label="Downloads", file_count="multiple", interactive=False, elem_id="take-files")
     with gr.Row() as actions:
@@ -70,6 +74,6 @@ def build() -> TakesUI:
             ab_a = gr.Dropdown(label="A", choices=[], elem_id="ab-pick-a")
             ab_b = gr.Dropdown(label="B", choices=[], elem_id="ab-pick-b")
         ab_players = gr.HTML(elem_id="ab-players")
-    return TakesUI(listing, refresh, audio, lyric_lines, waveform, lyrics_view, files, record, name, rename, star,
+    return TakesUI(listing, sort, refresh, audio, lyric_lines, waveform, lyrics_view, files, record, name, rename, star,
                    delete, undo, retry, use_settings, use_reference, use_edit, cancel_take, note, undo_id, actions,
                    ab, ab_a, ab_b, ab_players)

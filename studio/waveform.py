@@ -1,0 +1,67 @@
+"""The take's waveform as data for the page's region editor (assets/ui/regions.js).
+
+The server reads the WAV once and sends ~600 min/max pairs and the duration as data attributes of one
+HTML block; the browser draws them on a canvas and lets the musician drag regions on it. Peaks are
+cached next to the other derived files, so reopening a take does not re-read its audio.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+PAIRS = 600  # enough for a page-wide canvas; each pair is one column's min and max
+
+
+def peaks(audio_path: str | Path, pairs: int = PAIRS) -> tuple[list[list[float]], float] | None:
+    """([[min, max], ...] scaled to the loudest sample, duration s) of a WAV, or None if unreadable."""
+    try:
+        data, rate = sf.read(str(audio_path), dtype="float32", always_2d=True)
+    except Exception:  # a missing or unreadable file just has no waveform
+        return None
+    mono = data.mean(axis=1)
+    duration = len(mono) / float(rate) if rate else 0.0
+    if mono.size == 0:
+        return [], duration
+    loud = float(np.max(np.abs(mono))) or 1.0
+    cols = np.array_split(mono, min(pairs, mono.size))
+    return [[round(float(c.min()) / loud, 3), round(float(c.max()) / loud, 3)] for c in cols], duration
+
+
+def cached_peaks(audio_path: str | Path, cache: Path) -> tuple[list[list[float]], float] | None:
+    """`peaks`, kept in `cache` (JSON) after the first read."""
+    try:
+        d = json.loads(cache.read_text())
+        return d["peaks"], float(d["duration"])
+    except Exception:  # absent or damaged: read the audio again
+        pass
+    got = peaks(audio_path)
+    if got is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({"peaks": got[0], "duration": got[1]}))
+    return got
+
+
+def regions_html(take_id: str, audio_path: str | Path, cache: Path, caption: str = "") -> str:
+    """The region editor's block: peaks and duration as data; regions.js draws and drives it. `caption`
+    (plain text, e.g. the take's style-match figure) is shown above the waveform."""
+    got = cached_peaks(audio_path, cache)
+    if got is None:
+        return ""
+    pk, duration = got
+    return (f"<div class='wave-regions' data-take='{html.escape(take_id)}' data-duration='{duration:.3f}' "
+            f"data-peaks='{html.escape(json.dumps(pk, separators=(',', ':')))}'>"
+            + (f"<div class='wr-caption'>{html.escape(caption)}</div>" if caption else "")
+            + "<canvas class='wr-canvas' height='120'></canvas>"
+            "<div class='wr-list'></div>"
+            "<div class='wr-actions'><button type='button' class='wr-repaint'>Regenerate these regions</button>"
+            "<button type='button' class='wr-extend'>Continue from the region's start</button>"
+            "<span class='wr-hint'>Drag on the waveform to mark a region; click one to hear it looped.</span>"
+            "</div></div>")
+
+
+__all__ = ["peaks", "cached_peaks", "regions_html"]

