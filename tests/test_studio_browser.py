@@ -77,7 +77,7 @@ def test_compose_generate_listen_share(studio_url) -> None:
             page.wait_for_selector("#take-audio audio[src], #take-audio [data-testid='waveform-Take']",
                                    state="attached", timeout=120_000)
             page.wait_for_function("document.querySelector('#takes').innerText.includes('done')", timeout=60_000)
-            page.wait_for_selector("#take-waveform img[src]", state="attached", timeout=30_000)  # painted
+            page.wait_for_selector("#take-regions .wr-canvas", state="attached", timeout=30_000)  # waveform drawn
             page.wait_for_function(f"!({BUSY})", timeout=30_000)
             save(page, tmp, "studio.png")
             assert not page.evaluate(NO_ERRORS), "an error toast or error status is on the page"
