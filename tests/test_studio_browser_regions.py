@@ -82,29 +82,46 @@ def _ranges(text: str) -> list[tuple[float, float]]:
     return [(float(a), float(b)) for a, b in re.findall(r"([\d.]+)-([\d.]+)", text)]
 
 
+def _records(tmp: Path) -> list[dict]:
+    """The takes' JSON records the studio wrote."""
+    out = [json.loads(p.read_text()) for p in Path(tmp / "data").rglob("*.json")]
+    return [r for r in out if isinstance(r, dict) and isinstance(r.get("request"), dict)]
+
+
 def test_style_match_is_shown_and_orders_the_takes(studio) -> None:
-    page, _ = studio
+    page, tmp = studio
     labels = page.locator("#takes label").all_inner_texts()
     figures = [float(m.group(1)) for m in (re.search(r"match (-?[\d.]+)", x) for x in labels) if m]
     assert len(figures) == 3, labels  # every finished take carries its figure
     assert re.search(r"Style match -?\d\.\d\d", page.locator("#take-regions").inner_text())  # in the detail
+    newest = page.locator("#takes label").all_inner_texts()
+    # The same three takes, by figure (as the records on disk hold them), then back to newest first.
     page.locator("#takes-sort label", has_text="best style match first").click()
-    page.wait_for_function("""(before) => document.querySelector('#takes').innerText !== before""",
-                           arg=page.locator("#takes").inner_text(), timeout=15_000)
-    labels = page.locator("#takes label").all_inner_texts()
-    ordered = [float(re.search(r"match (-?[\d.]+)", x).group(1)) for x in labels]
-    assert ordered == sorted(ordered, reverse=True), labels
-    print("style match figures:", ordered)
+    page.wait_for_function("""() => { const f = [...document.querySelectorAll('#takes label')]
+        .map(l => parseFloat((l.innerText.match(/match (-?[\\d.]+)/) || [])[1]));
+        return f.length === 3 && f.every((x, i) => i === 0 || f[i - 1] >= x); }""", timeout=15_000)
+    ordered = page.locator("#takes label").all_inner_texts()
+    assert sorted(ordered) == sorted(newest), (ordered, newest)
+    cosines = [r["style_match"]["cosine"] for r in _records(tmp) if (r.get("style_match") or {}).get("cosine") is not None]
+    assert [f"{c:.2f}" for c in sorted(cosines, reverse=True)] == [
+        re.search(r"match (-?[\d.]+)", x).group(1) for x in ordered], (cosines, ordered)
+    print("style match figures (best first):", [re.search(r"match (-?[\d.]+)", x).group(1) for x in ordered])
     page.locator("#takes-sort label", has_text="newest first").click()
-    page.wait_for_function("""(before) => document.querySelector('#takes').innerText !== before
-                              || true""", arg="", timeout=15_000)
+    for _ in range(150):  # back to newest first (a condition polled, not a fixed wait)
+        if page.locator("#takes label").all_inner_texts() == newest:
+            break
+        page.wait_for_timeout(100)
+    assert page.locator("#takes label").all_inner_texts() == newest
 
 
 def test_drag_a_region_loop_it_and_regenerate_it(studio) -> None:
     page, tmp = studio
-    page.locator("#takes label").first.click()  # show one take
-    page.wait_for_selector("#take-regions .wr-canvas", timeout=30_000)
-    take = page.evaluate(f"{BOX}.dataset.take")
+    if not page.locator("#takes input").first.is_checked():  # show the newest take
+        before = page.evaluate(f"{BOX}?.dataset.take")
+        page.locator("#takes label").first.click()
+        page.wait_for_function(f"(before) => {BOX} && {BOX}.dataset.take !== before", arg=before, timeout=30_000)
+    page.wait_for_function(f"{AUDIO}?.duration > 2", timeout=30_000)
+    source_src = page.evaluate(f"{AUDIO}.currentSrc")  # the shown take's WAV: the edit's source
     duration = float(page.evaluate(f"{BOX}.dataset.duration"))
     assert duration > 2
     _drag(page, 0.4, 1.2)
@@ -131,8 +148,17 @@ def test_drag_a_region_loop_it_and_regenerate_it(studio) -> None:
     assert len(dragged) == 2 and abs(dragged[1][0] - 1.9) < 0.1 and abs(dragged[1][1] - min(2.9, duration)) < 0.1
     save_region(page, tmp, "waveform-regions.png", "#take-audio", "#take-regions")
 
+    # Extend: the continue point is the first region's start.
+    page.locator("#take-regions .wr-extend").click()
+    page.wait_for_function("document.querySelector('#edit-mode input[value=\"continue\"]')?.checked",
+                           timeout=15_000)
+    from_s = page.get_by_label("Continue from (s)")
+    page.wait_for_function("([el, want]) => Math.abs(Number(el.value) - want) < 0.06",
+                           arg=[from_s.element_handle(), dragged[0][0]], timeout=5_000)
+
     page.locator("#take-regions .wr-repaint").click()
-    page.wait_for_function("document.querySelector('#edit-ranges textarea, #edit-ranges input').value !== ''",
+    page.wait_for_function("document.querySelector('#edit-mode input[value=\"edit\"]')?.checked"
+                           " && document.querySelector('#edit-ranges textarea, #edit-ranges input').value !== ''",
                            timeout=15_000)
     text = page.locator("#edit-ranges textarea, #edit-ranges input").first.input_value()
     assert _ranges(text) == dragged, text
@@ -142,11 +168,9 @@ def test_drag_a_region_loop_it_and_regenerate_it(studio) -> None:
     page.wait_for_function(f"{DONE_COUNT} === 4", timeout=240_000)
     label = page.locator("#takes label", has_text="edit").first.inner_text()
     assert "done" in label and "edit" in label, label
-    records = [json.loads(p.read_text()) for p in Path(tmp / "data").rglob("*.json")]
-    edits = [r for r in records if isinstance(r, dict) and isinstance(r.get("request"), dict)
-             and (r["request"].get("edit") or {}).get("segments")]
-    assert len(edits) == 1, [r.get("request", {}).get("edit") for r in records if isinstance(r, dict)]
+    edits = [r for r in _records(tmp) if (r["request"].get("edit") or {}).get("segments")]
+    assert len(edits) == 1, [r["request"].get("edit") for r in _records(tmp)]
     segs = edits[0]["request"]["edit"]["segments"]
     assert len(segs) == 2 and all(abs(x - y) < 0.06 for s, d in zip(segs, dragged, strict=True)
                                   for x, y in zip(s, d, strict=True)), (segs, dragged)
-    assert take in json.dumps(edits[0]["request"]["edit"]) or edits[0].get("parent") or True
+    assert Path(edits[0]["request"]["edit"]["song"]).name == source_src.rsplit("/", 1)[-1], source_src
