@@ -43,10 +43,16 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> None:
     t.listing.change(h.show_take, [t.listing, p.session, p.owner, p.token], take_out, **PRIVATE)
     t.refresh.click(h.resort, [t.sort, t.listing, p.session, p.owner], [t.listing, g.edit_take], **PRIVATE)
     t.sort.change(h.resort, [t.sort, t.listing, p.session, p.owner], [t.listing, g.edit_take], **PRIVATE)
-    t.rename.click(h.rename, [t.listing, p.session, t.name, p.owner], [t.listing, g.edit_take, *take_out], **PRIVATE)
-    t.star.click(h.star, [t.listing, p.session, p.owner], [t.listing, g.edit_take, *take_out], **PRIVATE)
-    t.delete.click(h.delete, [t.listing, p.session, p.owner], [t.listing, g.edit_take, *take_out], **PRIVATE)
-    t.undo.click(h.undo_delete, [t.undo_id, p.session, p.owner], [t.listing, g.edit_take, *take_out], **PRIVATE)
+    # Each redraws the list newest first; the order the musician picked is then put back.
+    resort = dict(fn=h.resort, inputs=[t.sort, t.listing, p.session, p.owner], outputs=[t.listing, g.edit_take],
+                  **PRIVATE)
+    t.rename.click(h.rename, [t.listing, p.session, t.name, p.owner], [t.listing, g.edit_take, *take_out],
+                   **PRIVATE).then(**resort)
+    t.star.click(h.star, [t.listing, p.session, p.owner], [t.listing, g.edit_take, *take_out], **PRIVATE).then(**resort)
+    t.delete.click(h.delete, [t.listing, p.session, p.owner], [t.listing, g.edit_take, *take_out],
+                   **PRIVATE).then(**resort)
+    t.undo.click(h.undo_delete, [t.undo_id, p.session, p.owner], [t.listing, g.edit_take, *take_out],
+                 **PRIVATE).then(**resort)
     t.retry.click(h.retry, [t.listing, p.session, p.owner], [t.listing, g.edit_take, t.note], **PRIVATE).then(
         h.watch, [p.session, p.owner], gen_outputs, concurrency_limit=follow_limit, concurrency_id="follow", **PRIVATE)
     form_out = [*p.form_fields().values(), s.text_group, s.audio_group, s.saved_group, s.audio, t.note]

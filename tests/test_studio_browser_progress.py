@@ -89,7 +89,10 @@ def test_waiting_take_shows_its_place_and_the_eta_runs_down(serve) -> None:
             browser.close()
     assert re.search(r"waiting: (next in line|\d+ take\(s\) ahead in line) · about \d+ s left", waiting), waiting
     steps = [int(m.group(1)) for t in seen if (m := re.search(r"step (\d+) of 8", t))]
-    assert steps and steps == sorted(steps) and steps[-1] == 8 and steps[0] >= 2, steps
+    # Up to 8, never past it; the page shows the newest snapshot, so "step 8" can be replaced by the first
+    # decode window before a 100 ms poll sees it (seen on a loaded machine): the last reading is 7 or 8.
+    assert steps and steps == sorted(steps) and steps[-1] in (7, 8) and steps[0] >= 2, steps
+    assert any("making the audio" in t for t in seen[seen.index(next(t for t in seen if "step" in t)):]), seen
     assert "done" in seen[-1], seen[-1]
     # One ETA across diffusion and decode: from the first step on it only runs down (a reading may
     # wobble by the measured step time, never jump up as it did when the decode began).

@@ -105,7 +105,29 @@ def test_style_match_is_shown_and_orders_the_takes(studio) -> None:
     cosines = [r["style_match"]["cosine"] for r in _records(tmp) if (r.get("style_match") or {}).get("cosine") is not None]
     assert [f"{c:.2f}" for c in sorted(cosines, reverse=True)] == [
         re.search(r"match (-?[\d.]+)", x).group(1) for x in ordered], (cosines, ordered)
+    # Two decimals tie on the test model: the seeds say the order is by the exact figure.
+    by_figure = [r["seed"] for r in sorted(_records(tmp), key=lambda r: -(r.get("style_match") or {}).get("cosine", -9))
+                 if (r.get("style_match") or {}).get("cosine") is not None and not r["request"].get("edit")]
+    seeds = [int(re.search(r"seed (\d+)", x).group(1)) for x in ordered]
+    assert seeds == [sd for sd in by_figure if sd in seeds], (seeds, by_figure)
     print("style match figures (best first):", [re.search(r"match (-?[\d.]+)", x).group(1) for x in ordered])
+    # Starring a take redraws the list; the order picked stays.
+    page.locator("#takes label").nth(2).click()
+    page.wait_for_function("document.querySelector('#take-regions .wr-canvas') !== null", timeout=15_000)
+    page.click("#take-star")
+    page.wait_for_function("[...document.querySelectorAll('#takes label')].some(l => l.innerText.includes('★'))",
+                           timeout=15_000)
+    def listed() -> list[int]:
+        return [int(re.search(r"seed (\d+)", x).group(1)) for x in page.locator("#takes label").all_inner_texts()]
+
+    for _ in range(50):  # the re-sort runs right after the star's newest-first redraw
+        if listed() == seeds:
+            break
+        page.wait_for_timeout(100)
+    assert listed() == seeds, (listed(), seeds)
+    page.click("#take-star")  # unstar: the other tests compare labels
+    page.wait_for_function("![...document.querySelectorAll('#takes label')].some(l => l.innerText.includes('★'))",
+                           timeout=15_000)
     page.locator("#takes-sort label", has_text="newest first").click()
     for _ in range(150):  # back to newest first (a condition polled, not a fixed wait)
         if page.locator("#takes label").all_inner_texts() == newest:
