@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import html
 import json
-from pathlib import Path
 from typing import Any
 
 from studio.store import CANCELLED, DONE, FAILED, INTERRUPTED, QUEUED, RUNNING, TakeInfo
@@ -151,33 +150,6 @@ def ab_html(pair: list[tuple[str, str]]) -> str:
             "<button id='ab-toggle' type='button'>Hearing A — switch to B</button></div>")
 
 
-def waveform_png(audio_path: str | Path, out_path: Path, width: int = 900, height: int = 120) -> Path | None:
-    """A min/max envelope picture of a take (drawn once, cached next to the data)."""
-    if out_path.is_file():
-        return out_path
-    try:
-        import numpy as np
-        import soundfile as sf
-        from PIL import Image, ImageDraw
-
-        data, _ = sf.read(str(audio_path), dtype="float32", always_2d=True)
-    except Exception:  # a missing or unreadable file just has no picture
-        return None
-    mono = data.mean(axis=1)
-    cols = np.array_split(mono, width) if len(mono) >= width else [mono]
-    img = Image.new("RGB", (width, height), (24, 24, 32))
-    draw = ImageDraw.Draw(img)
-    mid = height / 2
-    peak = float(np.max(np.abs(mono))) or 1.0
-    for x, col in enumerate(cols):
-        if col.size:
-            lo, hi = float(col.min()) / peak, float(col.max()) / peak
-            draw.line([(x, mid - hi * (mid - 4)), (x, mid - lo * (mid - 4))], fill=(255, 140, 60))
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    img.save(out_path)
-    return out_path
-
-
 def clip(text: str, n: int) -> str:
     """At most `n` characters; a cut line ends with "…" so it reads as cut."""
     return text if len(text) <= n else text[: n - 1] + "…"
@@ -192,5 +164,4 @@ def _dur(s: float) -> str:
 
 
 __all__ = ["lyric_report_html", "progress_html", "take_label", "style_match_of", "style_match_text", "record_markdown", "subtitles", "lyric_lines_html",
-           "waveform_png",
            "DONE", "FAILED", "CANCELLED"]
