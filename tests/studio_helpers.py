@@ -155,3 +155,32 @@ def form(**overrides: Any) -> dict[str, Any]:
             "steps": 4, "cfg": 4.0, "random_seed": True, "variations": 1, "formats": ["wav", "flac", "mp3"]}
     base.update(overrides)
     return base
+
+
+def open_ready_page(browser: Any, url: str, *, lyrics: str | None = None, style: str | None = None) -> Any:
+    """A new browser (its own storage) on the studio, once the page has loaded; optionally typed into."""
+    page = browser.new_context(viewport={"width": 1440, "height": 1100}).new_page()
+    page.goto(url)
+    page.wait_for_selector("#lyrics textarea", timeout=30_000)
+    page.wait_for_function("!document.body.innerText.includes('processing')", timeout=30_000)
+    if lyrics is not None:
+        page.locator("#lyrics textarea").fill(lyrics)
+    if style is not None:
+        page.locator("#style-text textarea, #style-text input").first.fill(style)
+    return page
+
+
+def set_advanced(page: Any, **values: int) -> None:
+    """Open Advanced and type each slider's number. The accordion mounts its sliders as it opens; a
+    value typed in that instant is overwritten by the initial one, so type until the box holds it (a
+    person is never that quick)."""
+    page.get_by_text("Advanced").click()
+    for name, value in values.items():
+        box = page.locator(f"#{name} input[type='number']")
+        for _ in range(20):
+            box.fill(str(value))
+            box.press("Enter")
+            if box.input_value() == str(value):
+                break
+            page.wait_for_timeout(100)
+        assert box.input_value() == str(value), f"{name} did not take {value}"

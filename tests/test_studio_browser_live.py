@@ -14,7 +14,7 @@ import re
 import pytest
 import soundfile as sf
 from browser_shots import save_viewport_below
-from studio_helpers import ServeProcess
+from studio_helpers import ServeProcess, open_ready_page, set_advanced
 from test_studio_browser import ARGS, CHROMIUM, NO_ERRORS, needs_browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
@@ -33,18 +33,10 @@ def test_the_song_plays_while_it_is_decoded_without_a_restart(tmp_path) -> None:
         server.wait_ready()
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=PLAY_ARGS)
-            page = browser.new_context(viewport={"width": 1440, "height": 1100}).new_page()
+            page = open_ready_page(browser, server.url, lyrics=LYRICS, style="dreamy synthwave, female vocals")
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(server.url)
-            page.wait_for_selector("#lyrics textarea", timeout=30_000)
-            page.wait_for_function("!document.body.innerText.includes('processing')", timeout=30_000)
-            page.locator("#lyrics textarea").fill(LYRICS)
-            page.locator("#style-text textarea, #style-text input").first.fill("dreamy synthwave, female vocals")
-            page.get_by_text("Advanced").click()
-            steps = page.locator("#steps input[type='number']")
-            steps.fill("4")
-            steps.press("Enter")
+            set_advanced(page, steps=4)
             page.click("#generate")
 
             page.wait_for_function(f"{LIVE}.scheduled > 0", timeout=180_000)  # the first sound

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 from browser_shots import save_region
-from studio_helpers import ServeProcess
+from studio_helpers import ServeProcess, open_ready_page, set_advanced
 from test_studio_browser import ARGS, CHROMIUM, NO_ERRORS, needs_browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
@@ -38,23 +38,8 @@ def studio(tmp_path_factory: pytest.TempPathFactory):
         server.wait_ready()
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=PLAY_ARGS)
-            page = browser.new_context(viewport={"width": 1440, "height": 1100}).new_page()
-            page.goto(server.url)
-            page.wait_for_selector("#lyrics textarea", timeout=30_000)
-            page.wait_for_function("!document.body.innerText.includes('processing')", timeout=30_000)
-            page.locator("#lyrics textarea").fill(LYRICS)
-            page.locator("#style-text textarea, #style-text input").first.fill("dreamy synthwave, female vocals")
-            page.get_by_text("Advanced").click()
-            variations = page.locator("#variations input[type='number']")
-            # The accordion mounts its sliders as it opens; a value typed in that instant is overwritten
-            # by the slider's initial one, so type until the box holds it (a person is never that quick).
-            for _ in range(20):
-                variations.fill("2")
-                variations.press("Enter")
-                if variations.input_value() == "2":
-                    break
-                page.wait_for_timeout(100)
-            assert variations.input_value() == "2"
+            page = open_ready_page(browser, server.url, lyrics=LYRICS, style="dreamy synthwave, female vocals")
+            set_advanced(page, variations=2)
             page.click("#generate")  # two takes: one to follow and tap along, both for A/B
             page.wait_for_function("document.querySelector('#takes').innerText.split('\\n')"
                                    ".filter(l => l.trim().endsWith('done')).length === 2", timeout=180_000)

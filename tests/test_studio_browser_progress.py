@@ -13,7 +13,7 @@ import re
 
 import pytest
 from browser_shots import save_region
-from studio_helpers import LRC, ServeProcess
+from studio_helpers import LRC, ServeProcess, open_ready_page, set_advanced
 from test_studio_browser import ARGS, CHROMIUM, NO_ERRORS, needs_browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
@@ -44,21 +44,7 @@ def api_form(**kw) -> dict:
 
 
 def open_page(browser, url: str):
-    page = browser.new_context(viewport={"width": 1440, "height": 1100}).new_page()
-    page.goto(url)
-    page.wait_for_selector("#lyrics textarea", timeout=30_000)
-    page.wait_for_function("!document.body.innerText.includes('processing')", timeout=30_000)
-    page.locator("#lyrics textarea").fill(LYRICS)
-    page.locator("#style-text textarea, #style-text input").first.fill("dreamy synthwave, female vocals")
-    return page
-
-
-def set_advanced(page, **values: int) -> None:
-    page.get_by_text("Advanced").click()
-    for name, value in values.items():
-        box = page.locator(f"#{name} input[type='number']")
-        box.fill(str(value))
-        box.press("Enter")
+    return open_ready_page(browser, url, lyrics=LYRICS, style="dreamy synthwave, female vocals")
 
 
 def test_waiting_take_shows_its_place_and_the_eta_runs_down(serve) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from browser_shots import save_region
-from studio_helpers import ServeProcess
+from studio_helpers import ServeProcess, open_ready_page, set_advanced
 from test_studio_browser import ARGS, CHROMIUM, needs_browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
@@ -40,20 +40,8 @@ def studio(tmp_path_factory: pytest.TempPathFactory):
         server.wait_ready()
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=PLAY_ARGS)
-            page = browser.new_context(viewport={"width": 1440, "height": 1100}).new_page()
-            page.goto(server.url)
-            page.wait_for_selector("#lyrics textarea", timeout=30_000)
-            page.wait_for_function("!document.body.innerText.includes('processing')", timeout=30_000)
-            page.locator("#style-text textarea, #style-text input").first.fill("warm lo-fi piano")
-            page.get_by_text("Advanced").click()
-            variations = page.locator("#variations input[type='number']")
-            for _ in range(20):  # the accordion's sliders mount as it opens (see the lyrics test)
-                variations.fill("3")
-                variations.press("Enter")
-                if variations.input_value() == "3":
-                    break
-                page.wait_for_timeout(100)
-            assert variations.input_value() == "3"
+            page = open_ready_page(browser, server.url, style="warm lo-fi piano")
+            set_advanced(page, variations=3)
             page.click("#generate")
             page.wait_for_function(f"{DONE_COUNT} === 3", timeout=240_000)
             page.wait_for_selector("#take-regions .wr-canvas", timeout=30_000)
@@ -105,11 +93,12 @@ def test_style_match_is_shown_and_orders_the_takes(studio) -> None:
     cosines = [r["style_match"]["cosine"] for r in _records(tmp) if (r.get("style_match") or {}).get("cosine") is not None]
     assert [f"{c:.2f}" for c in sorted(cosines, reverse=True)] == [
         re.search(r"match (-?[\d.]+)", x).group(1) for x in ordered], (cosines, ordered)
-    # Two decimals tie on the test model: the seeds say the order is by the exact figure.
-    by_figure = [r["seed"] for r in sorted(_records(tmp), key=lambda r: -(r.get("style_match") or {}).get("cosine", -9))
-                 if (r.get("style_match") or {}).get("cosine") is not None and not r["request"].get("edit")]
+    # Two decimals tie on the test model: the records' exact figures, by seed, say the order is by them.
+    figure = {r["seed"]: r["style_match"]["cosine"] for r in _records(tmp)
+              if (r.get("style_match") or {}).get("cosine") is not None and not r["request"].get("edit")}
     seeds = [int(re.search(r"seed (\d+)", x).group(1)) for x in ordered]
-    assert seeds == [sd for sd in by_figure if sd in seeds], (seeds, by_figure)
+    in_order = [figure[sd] for sd in seeds]
+    assert in_order == sorted(in_order, reverse=True), (seeds, figure)
     print("style match figures (best first):", [re.search(r"match (-?[\d.]+)", x).group(1) for x in ordered])
     # Starring a take redraws the list; the order picked stays.
     page.locator("#takes label").nth(2).click()
