@@ -28,7 +28,11 @@ class TakeHandlers:
     page: Any
 
     # ------------------------------------------------------------------ lists
-    def _listing(self, session_id: str | None, select: str | None = None, order: str | None = None) -> dict:
+    def _listing(self, session_id: str | None, select: str | None = None, order: str | None = None,
+                 clear: bool = False) -> dict:
+        """The take list: `select` picks a take, `clear` drops the selection (a deleted take must not stay
+        the Radio's value: the next event would send an id that is no longer a choice, and be refused);
+        neither leaves the browser's selection as it is."""
         t, g = self.page.takes, self.page.gen
         takes = list(reversed(self.svc.store.list_takes(session_id))) if session_id else []
         if order == SORTS[1]:
@@ -37,7 +41,10 @@ class TakeHandlers:
             takes = sorted(takes, key=lambda x: (present.style_match_of(x) is None, -(present.style_match_of(x) or 0.0)))
         choices = [(present.take_label(x), x.id) for x in takes]
         done = [(present.take_label(x), x.id) for x in takes if x.status == DONE]
-        listing = gr.Radio(choices=choices, value=select) if select else gr.Radio(choices=choices)
+        if select or clear:
+            listing = gr.Radio(choices=choices, value=select or None)
+        else:
+            listing = gr.Radio(choices=choices)
         return {t.listing: listing, g.edit_take: gr.Dropdown(choices=done)}
 
     def resort(self, order: str | None, take_id: str | None, session_id: str | None, owner: str | None) -> dict:
@@ -170,7 +177,12 @@ class TakeHandlers:
 
     # ------------------------------------------------------------------ one take
     def show_take(self, take_id: str | None, session_id: str | None, owner: str | None, token: str | None) -> dict:
-        """A take picked in the list: the owner's own, or a finished one of the shared session."""
+        """A take picked in the list: the owner's own, or a finished one of the shared session.
+
+        A cleared selection changes nothing: whoever cleared it (delete, a new session) already redrew the
+        detail, and a delete's note and Undo button must stay."""
+        if not take_id:
+            return {self.page.takes.note: gr.skip()}  # (an empty dict would read as one output value)
         take = self._readable_take(take_id, owner, token)
         return self.take_detail(take.id if take else None, self._own_id(session_id, owner))
 
@@ -228,7 +240,7 @@ class TakeHandlers:
         except StoreError as exc:
             return {t.note: f"⚠ {exc}"}
         self.svc.store.delete_take(take.id)
-        out = {**self._listing(session_id), **self.take_detail(None, session_id)}
+        out = {**self._listing(session_id, clear=True), **self.take_detail(None, session_id)}
         out.update({t.note: f"Deleted **{take.label}**.", t.undo: gr.Button(visible=True), t.undo_id: take.id})
         return out
 
