@@ -104,10 +104,14 @@
     }
   }, 20);
 
-  // A new take shown (or the block redrawn): read its data; the regions belong to one take.
+  // A new take shown (or the block redrawn): read its data; the regions belong to one take. Gradio may
+  // patch the block in place (the same element, new attributes, our chips and data-regions gone), so
+  // "unchanged" means the same element, the same take and our data-regions still on it.
   function attach() {
     const box = document.querySelector("#take-regions .wave-regions");
-    if (box === st.box) return draw();
+    if (box === st.box && (!box || (box.dataset.take === st.take && box.dataset.regions !== undefined))) {
+      return draw();
+    }
     st.box = box;
     if (!box) return;
     if (box.dataset.take !== st.take) {
@@ -167,15 +171,7 @@
     const hint = st.box && st.box.querySelector(".wr-hint");
     if (hint) hint.textContent = text;
   }
-  function continueField() {
-    for (const label of document.querySelectorAll("label, span")) {
-      if (label.textContent.trim() === "Continue from (s)") {
-        const input = label.closest(".block, .form, div")?.querySelector("input[type=number]");
-        if (input) return input;
-      }
-    }
-    return null;
-  }
+  const continueField = () => document.querySelector("#continue-from input[type=number]");
   // "Edit / continue this take" sets the source take and the mode on the server; once its note says
   // so, the regions are written in (after it, so its form refresh does not overwrite them).
   function send(mode) {

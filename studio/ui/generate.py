@@ -57,7 +57,8 @@ def build() -> GenerateUI:
         with gr.Row():
             edit_ranges = gr.Textbox(label="Ranges to regenerate", placeholder="10-20, 1:05-1:20, 80-end",
                                      elem_id="edit-ranges")
-            continue_from = gr.Number(label="Continue from (s)", value=30, minimum=0, maximum=285)
+            continue_from = gr.Number(label="Continue from (s)", value=30, minimum=0, maximum=285,
+                                      elem_id="continue-from")
     with gr.Row():
         generate = gr.Button("Generate", variant="primary", elem_id="generate", scale=3)
         cancel = gr.Button("Cancel", variant="stop", elem_id="cancel", scale=1)
