@@ -58,6 +58,9 @@ def test_lines_light_up_as_the_take_plays_and_a_click_seeks(studio) -> None:
     page.get_by_text("Full record").click()  # the record says so
     page.wait_for_function("document.querySelector('#take-record')?.innerText.includes('end marker added')",
                            timeout=30_000)
+    # The report under the lyrics said so before Generate, in words (it still shows the lyrics typed).
+    assert "end marker added" in page.inner_text("#lyric-report"), page.inner_text("#lyric-report")
+    save_region(page, tmp, "end-marker-added.png", "#lyric-report", "#lyric-lines")
     page.get_by_text("Full record").click()
     page.evaluate(f"window.__lit = []; {AUDIO}.currentTime = 0; {AUDIO}.play()")
     # Sampled at every animation frame until the song ends: which line was lit, in order.
