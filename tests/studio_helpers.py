@@ -184,3 +184,33 @@ def set_advanced(page: Any, **values: int) -> None:
                 break
             page.wait_for_timeout(100)
         assert box.input_value() == str(value), f"{name} did not take {value}"
+
+
+DONE_COUNT = ("document.querySelector('#takes').innerText.split('\\n')"
+              ".filter(l => l.trim().endsWith('done')).length")
+
+
+@contextmanager
+def page_with_takes(tmp: Path, chromium: str, args: list[str], takes: int, *, lyrics: str | None = None,
+                    style: str | None = None):
+    """A `studio serve` process on the cropped test model, and a browser page on it that generated
+    `takes` variations and shows the newest finished one: for a module of browser tests on finished takes."""
+    from playwright.sync_api import sync_playwright
+
+    server = ServeProcess(tmp / "data", tmp, "--test-crop-frames", "64")
+    try:
+        server.wait_ready()
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=args)
+            try:
+                page = open_ready_page(browser, server.url, lyrics=lyrics, style=style)
+                set_advanced(page, variations=takes)
+                page.click("#generate")
+                page.wait_for_function(f"{DONE_COUNT} === {takes}", timeout=240_000)
+                page.wait_for_function("document.querySelector('#take-audio audio')?.duration > 2",
+                                       timeout=30_000)
+                yield page
+            finally:
+                browser.close()
+    finally:
+        server.stop()

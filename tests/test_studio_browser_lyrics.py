@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 from browser_shots import save_region
-from studio_helpers import ServeProcess, open_ready_page, set_advanced
+from studio_helpers import page_with_takes
 from test_studio_browser import ARGS, CHROMIUM, NO_ERRORS, needs_browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
@@ -30,25 +30,11 @@ CURRENT = "document.querySelector('#lyric-lines .lrc-line.current')?.innerText |
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory):
     needs_browser()
-    from playwright.sync_api import sync_playwright
-
     tmp = tmp_path_factory.mktemp("browser-lyrics")
-    server = ServeProcess(tmp / "data", tmp, "--test-crop-frames", "64")
-    try:
-        server.wait_ready()
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=PLAY_ARGS)
-            page = open_ready_page(browser, server.url, lyrics=LYRICS, style="dreamy synthwave, female vocals")
-            set_advanced(page, variations=2)
-            page.click("#generate")  # two takes: one to follow and tap along, both for A/B
-            page.wait_for_function("document.querySelector('#takes').innerText.split('\\n')"
-                                   ".filter(l => l.trim().endsWith('done')).length === 2", timeout=180_000)
-            page.wait_for_selector("#lyric-lines .lrc-line", timeout=30_000)
-            page.wait_for_function(f"{AUDIO}?.duration > 2", timeout=30_000)
-            yield page, tmp
-            browser.close()
-    finally:
-        server.stop()
+    # Two takes: one to follow and tap along, both for A/B.
+    with page_with_takes(tmp, CHROMIUM, PLAY_ARGS, 2, lyrics=LYRICS, style="dreamy synthwave, female vocals") as page:
+        page.wait_for_selector("#lyric-lines .lrc-line", timeout=30_000)
+        yield page, tmp
 
 
 def test_lines_light_up_as_the_take_plays_and_a_click_seeks(studio) -> None:

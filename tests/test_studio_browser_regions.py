@@ -5,6 +5,8 @@ a real `studio serve --model test` (cropped songs: about 3 s each).
   sampled every frame after it would have run past the region's end, stays inside the region;
 - a second region, then "Regenerate these regions": the edit form holds both ranges, in edit mode, with
   the shown take as source; Generate makes an edit take whose recorded segments are the dragged ones;
+- "Continue from the region's start" on another take (whose waveform starts with no regions: they
+  belong to the take they were drawn on) renders a continuation from that point of that take;
 - each take shows its style-match figure, and "best style match first" lists them by it.
 No fixed sleeps: every wait is for a condition in the page.
 """
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from browser_shots import save_region
-from studio_helpers import ServeProcess, open_ready_page, set_advanced
+from studio_helpers import DONE_COUNT, page_with_takes
 from test_studio_browser import ARGS, CHROMIUM, NO_ERRORS, needs_browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
@@ -25,31 +27,15 @@ pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceW
 PLAY_ARGS = [*ARGS, "--autoplay-policy=no-user-gesture-required", "--mute-audio"]
 AUDIO = "document.querySelector('#take-audio audio')"
 BOX = "document.querySelector('#take-regions .wave-regions')"
-DONE_COUNT = ("document.querySelector('#takes').innerText.split('\\n')"
-              ".filter(l => l.trim().endsWith('done')).length")
 
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory):
     needs_browser()
-    from playwright.sync_api import sync_playwright
-
     tmp = tmp_path_factory.mktemp("browser-regions")
-    server = ServeProcess(tmp / "data", tmp, "--test-crop-frames", "64")
-    try:
-        server.wait_ready()
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=PLAY_ARGS)
-            page = open_ready_page(browser, server.url, style="warm lo-fi piano")
-            set_advanced(page, variations=3)
-            page.click("#generate")
-            page.wait_for_function(f"{DONE_COUNT} === 3", timeout=240_000)
-            page.wait_for_selector("#take-regions .wr-canvas", timeout=30_000)
-            page.wait_for_function(f"{AUDIO}?.duration > 2", timeout=30_000)
-            yield page, tmp
-            browser.close()
-    finally:
-        server.stop()
+    with page_with_takes(tmp, CHROMIUM, PLAY_ARGS, 3, style="warm lo-fi piano") as page:
+        page.wait_for_selector("#take-regions .wr-canvas", timeout=30_000)
+        yield page, tmp
 
 
 def _drag(page, a_s: float, b_s: float) -> None:
