@@ -18,18 +18,26 @@ PAIRS = 600  # enough for a page-wide canvas; each pair is one column's min and 
 
 
 def peaks(audio_path: str | Path, pairs: int = PAIRS) -> tuple[list[list[float]], float] | None:
-    """([[min, max], ...] scaled to the loudest sample, duration s) of a WAV, or None if unreadable."""
+    """([[min, max], ...] scaled to the loudest sample, duration s) of a WAV, or None if unreadable.
+
+    Read one column at a time: a 285 s song is ~100 MB as float32, which the studio process need not hold
+    (it stays under 500 MB without model weights)."""
     try:
-        data, rate = sf.read(str(audio_path), dtype="float32", always_2d=True)
+        with sf.SoundFile(str(audio_path)) as f:
+            frames, rate = f.frames, f.samplerate
+            duration = frames / float(rate) if rate else 0.0
+            if frames == 0:
+                return [], duration
+            n = min(pairs, frames)
+            edges = np.linspace(0, frames, n + 1).astype(np.int64)  # np.array_split's column sizes
+            lo, hi = np.empty(n), np.empty(n)
+            for i in range(n):
+                mono = f.read(int(edges[i + 1] - edges[i]), dtype="float32", always_2d=True).mean(axis=1)
+                lo[i], hi[i] = mono.min(), mono.max()
     except Exception:  # a missing or unreadable file just has no waveform
         return None
-    mono = data.mean(axis=1)
-    duration = len(mono) / float(rate) if rate else 0.0
-    if mono.size == 0:
-        return [], duration
-    loud = float(np.max(np.abs(mono))) or 1.0
-    cols = np.array_split(mono, min(pairs, mono.size))
-    return [[round(float(c.min()) / loud, 3), round(float(c.max()) / loud, 3)] for c in cols], duration
+    loud = float(max(-lo.min(), hi.max())) or 1.0
+    return [[round(float(a) / loud, 3), round(float(b) / loud, 3)] for a, b in zip(lo, hi, strict=True)], duration
 
 
 def cached_peaks(audio_path: str | Path, cache: Path) -> tuple[list[list[float]], float] | None:
