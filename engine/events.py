@@ -37,6 +37,8 @@ class Queued(Event):
     # The job's takes still waiting (a job can be half admitted: its first takes run, the rest wait).
     takes: tuple[int, ...] = ()
     eta_s: float | None = None  # until the first waiting take is finished; None before any take was timed
+    # One per waiting take, as `takes`: the later ones wait for more takes ahead of them.
+    etas_s: tuple[float | None, ...] = ()
 
 
 @dataclass(frozen=True)

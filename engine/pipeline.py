@@ -98,8 +98,7 @@ class Pipeline:
             ahead = len(self._waiting)
             position = len({id(u.ctx) for u in self._waiting}) + 1 if busy else 0
             waiting = tuple(u.take for u in units) if busy else ()
-            ctx.job.publish(Queued(ctx.job.id, position=position, ahead=ahead, takes=waiting,
-                                   eta_s=self._wait_eta(ahead, ctx) if busy else None))
+            ctx.job.publish(self._queued(ctx, position, ahead, waiting) if busy else Queued(ctx.job.id, position=0, ahead=0))
             ctx.last_position = (position, waiting)
             self._waiting.extend(units)
             self._contexts.add(ctx)
@@ -138,8 +137,7 @@ class Pipeline:
         for ctx, (position, ahead, takes) in positions.items():
             if ctx.last_position != (position, takes):
                 ctx.last_position = (position, takes)
-                ctx.job.publish(Queued(ctx.job.id, position=position, ahead=ahead, takes=takes,
-                                       eta_s=self._wait_eta(ahead, ctx)))
+                ctx.job.publish(self._queued(ctx, position, ahead, takes))
 
     def _positions_locked(self) -> dict[JobContext, tuple[int, int, tuple[int, ...]]]:
         """Per job with takes waiting: (position among the waiting jobs, takes ahead, its waiting takes)."""
@@ -153,10 +151,14 @@ class Pipeline:
             out[unit.ctx] = (position, ahead, (*takes, unit.take))
         return out
 
-    def _wait_eta(self, ahead: int, ctx: JobContext) -> float | None:
-        return wait_eta(ahead, int(ctx.request.steps), list(self._flight.values()), self.max_ready,
-                        windows=next(iter(self._windows_for.values()), 0), window_s_hint=self.window_s_hint,
-                        take_s_hint=self.take_s_hint)
+    def _queued(self, ctx: JobContext, position: int, ahead: int, takes: tuple[int, ...]) -> Queued:
+        """Where the job's waiting takes stand, each with its own ETA (the k-th has `ahead + k` in front)."""
+        flight, windows = list(self._flight.values()), next(iter(self._windows_for.values()), 0)
+        etas = tuple(wait_eta(ahead + k, int(ctx.request.steps), flight, self.max_ready, windows=windows,
+                              window_s_hint=self.window_s_hint, take_s_hint=self.take_s_hint)
+                     for k in range(len(takes)))
+        return Queued(ctx.job.id, position=position, ahead=ahead, takes=takes, eta_s=etas[0] if etas else None,
+                      etas_s=etas)
 
     def _refresh_waiting(self) -> None:
         """Every few seconds while takes step, the waiting jobs hear a fresh ETA (their place is unchanged)."""
@@ -167,8 +169,7 @@ class Pipeline:
         with self._lock:
             positions = self._positions_locked()
         for ctx, (position, ahead, takes) in positions.items():
-            ctx.job.publish(Queued(ctx.job.id, position=position, ahead=ahead, takes=takes,
-                                   eta_s=self._wait_eta(ahead, ctx)))
+            ctx.job.publish(self._queued(ctx, position, ahead, takes))
 
     # -- the three stages -------------------------------------------------------------------------
     def _input_loop(self) -> None:

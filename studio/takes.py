@@ -199,8 +199,10 @@ class TakeRunner:
                 if isinstance(e, ev.Queued):
                     for i, tid in enumerate(take_ids):
                         if i in e.takes:  # in line: takes ahead of it, its own siblings included
-                            place = e.ahead + e.takes.index(i) + 1
-                            update(i, force=True, status=QUEUED, queue_position=place, eta_s=e.eta_s,
+                            k = e.takes.index(i)
+                            place = e.ahead + k + 1
+                            eta = e.etas_s[k] if k < len(e.etas_s) else e.eta_s
+                            update(i, force=True, status=QUEUED, queue_position=place, eta_s=eta,
                                    phase=queue_phase(place))
                         elif (lv := self.live(tid)) is not None and lv.queue_position is not None:
                             update(i, force=True, queue_position=None, eta_s=None, phase="starting")

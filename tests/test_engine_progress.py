@@ -35,9 +35,17 @@ def test_a_half_admitted_job_names_its_waiting_takes(tmp_path: Path) -> None:
     # Once a take was timed, waiting takes get an ETA.
     third = submit(pipe, Req(steps=30), [6, 7])
     fourth = submit(pipe, Req(steps=2), [8])
-    assert next(e for e in fourth.events if isinstance(e, Queued)).eta_s > 0
+    waiting = next(e for e in fourth.events if isinstance(e, Queued))
+    assert waiting.eta_s > 0 and waiting.etas_s[0] == waiting.eta_s
+    # Each waiting take has its own ETA: later in line, never sooner done (two slots: three takes in a
+    # row span at least two rounds, and takes of one round may end together).
+    fifth = submit(pipe, Req(steps=2), [9, 10, 11])
+    etas = next(e for e in fifth.events if isinstance(e, Queued)).etas_s
+    assert len(etas) == 3 and all(e is not None for e in etas), etas
+    assert etas[0] <= etas[1] <= etas[2] and etas[0] < etas[2], etas
     third.cancel()
     fourth.wait(20)
+    fifth.wait(20)
     pipe.close()
 
 
@@ -92,8 +100,14 @@ def test_waiting_eta_from_the_takes_in_flight() -> None:
     # Next in line: starts when the first ends (2 s), then 9 updates and 3 windows at 1 s each.
     assert wait_eta(0, 10, flight, 2, windows=3, window_s_hint=1.0, take_s_hint=None) == 14.0
     assert wait_eta(1, 10, flight, 2, windows=3, window_s_hint=1.0, take_s_hint=None) == 20.0
-    # Deeper than the takes in flight: waves of the measured take time.
-    assert wait_eta(4, 10, flight, 2, windows=3, window_s_hint=1.0, take_s_hint=5.0) == 20.0
+    # Deeper in line: the slots free in turn, each running 12 s takes after its take in flight.
+    assert [wait_eta(a, 10, flight, 2, windows=3, window_s_hint=1.0, take_s_hint=5.0) for a in range(2, 6)] == \
+        [26.0, 32.0, 38.0, 44.0]
+    # Before the takes in flight were timed: waves of the measured take time.
+    untimed = [unit(0), unit(0)]
+    for u in untimed:
+        u.eta.step_s = None
+    assert wait_eta(4, 10, untimed, 2, windows=3, window_s_hint=1.0, take_s_hint=5.0) == 20.0
     assert wait_eta(0, 10, [], 2, windows=3, window_s_hint=None, take_s_hint=None) is None
 
 
