@@ -53,7 +53,7 @@ def build_app(svc: Services) -> gr.Blocks:
                 with gr.Accordion("Sessions", open=True, elem_id="history"):
                     hist = history.build()
         editable = [gen.generate, gen.cancel, sty.save, sty.save_name, hist.share, hist.revoke, hist.new,
-                    tks.use_settings, tks.use_reference, tks.use_edit, tks.cancel_take]
+                    tks.use_settings, tks.use_reference, tks.use_edit]  # Cancel this take: take_detail
         page = Page(banner, shared, comp, sty, gen, tks, hist, owner, session, token, editable)
         handlers = Handlers(svc, page)
         api.register(svc)  # first, so the stable endpoints get their plain names

@@ -16,7 +16,7 @@ import gradio as gr
 from device_worker import controls
 from studio import present, songs
 from studio.forms import ComposeForm
-from studio.store import DONE, INTERRUPTED, SessionInfo, StoreError, TakeInfo
+from studio.store import ACTIVE_STATUSES, DONE, INTERRUPTED, SessionInfo, StoreError, TakeInfo
 from studio.ui.takes import SORTS
 from studio.waveform import regions_html
 
@@ -194,7 +194,8 @@ class TakeHandlers:
             return {t.audio: None, t.lyric_lines: "", t.waveform: "", t.lyrics_view: "", t.files: None, t.record: "",
                     t.name: "", t.star: "☆ Star", t.undo: gr.Button(visible=False),
                     t.retry: gr.Button(visible=False), t.note: "", t.actions: gr.Row(visible=bool(session_id)),
-                    t.undo_id: "", t.delete: gr.Button(visible=bool(session_id))}
+                    t.undo_id: "", t.delete: gr.Button(visible=bool(session_id)),
+                    t.cancel_take: gr.Button(visible=False)}
         owned = session_id is not None and take.session_id == session_id
         serve = self.svc.servable
         wav = serve(take.files["wav"]) if take.files.get("wav") and Path(take.files["wav"]).is_file() else None
@@ -204,8 +205,8 @@ class TakeHandlers:
         return {
             t.audio: gr.Audio(value=wav, subtitles=present.subtitles(take), label=take.label) if wav else None,
             t.lyric_lines: present.lyric_lines_html(take) if wav else "",
-            t.waveform: regions_html(take.id, take.files["wav"], peaks_cache,
-                                                  present.style_match_caption(take)) if wav else "",
+            t.waveform: regions_html(take.id, take.files["wav"], peaks_cache, present.style_match_caption(take),
+                                     editable=owned) if wav else "",
             t.lyrics_view: take.request.get("lyrics") or "(instrumental)",
             t.files: files or None,
             t.record: present.record_markdown(take),
@@ -217,6 +218,8 @@ class TakeHandlers:
             t.actions: gr.Row(visible=owned),
             t.undo_id: "",
             t.delete: gr.Button(visible=owned),
+            # Only a take still queued or rendering can be cancelled; a finished one offers nothing to stop.
+            t.cancel_take: gr.Button(visible=owned and take.status in ACTIVE_STATUSES),
         }
 
     def _owned_take(self, take_id: str | None, session_id: str | None, owner: str | None) -> TakeInfo:

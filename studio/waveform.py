@@ -54,9 +54,10 @@ def cached_peaks(audio_path: str | Path, cache: Path) -> tuple[list[list[float]]
     return got
 
 
-def regions_html(take_id: str, audio_path: str | Path, cache: Path, caption: str = "") -> str:
+def regions_html(take_id: str, audio_path: str | Path, cache: Path, caption: str = "", editable: bool = True) -> str:
     """The region editor's block: peaks and duration as data; regions.js draws and drives it. `caption`
-    (plain text, e.g. the take's style-match figure) is shown above the waveform."""
+    (plain text, e.g. the take's style-match figure) is shown above the waveform. Not `editable` (a shared,
+    read-only view): regions still loop on the player, but nothing offers to regenerate or continue them."""
     got = cached_peaks(audio_path, cache)
     if got is None:
         return ""
@@ -66,9 +67,10 @@ def regions_html(take_id: str, audio_path: str | Path, cache: Path, caption: str
             + (f"<div class='wr-caption'>{html.escape(caption)}</div>" if caption else "")
             + "<canvas class='wr-canvas' height='120'></canvas>"
             "<div class='wr-list'></div>"
-            "<div class='wr-actions'><button type='button' class='wr-repaint'>Regenerate these regions</button>"
-            "<button type='button' class='wr-extend'>Continue from the region's start</button>"
-            "<span class='wr-hint'>Drag on the waveform to mark a region; click one to hear it looped.</span>"
+            "<div class='wr-actions'>"
+            + ("<button type='button' class='wr-repaint'>Regenerate these regions</button>"
+               "<button type='button' class='wr-extend'>Continue from the region's start</button>" if editable else "")
+            + "<span class='wr-hint'>Drag on the waveform to mark a region; click one to hear it looped.</span>"
             "</div></div>")
 
 

@@ -27,13 +27,18 @@ def save_region(page, tmp: Path, name: str, *selectors: str, pad: int = 12) -> P
     y0 = max(min(b["y"] for b in boxes) - pad, 0)
     x1 = max(b["x"] + b["width"] for b in boxes) + pad
     y1 = max(b["y"] + b["height"] for b in boxes) + pad
+    return save_page(page, tmp, name, clip={"x": x0, "y": y0, "width": x1 - x0, "height": y1 - y0})
+
+
+def save_page(page, tmp: Path, name: str, clip: dict | None = None) -> Path:
+    """A full-page screenshot (or the clip of it) into tmp, and into docs/screenshots/ when asked."""
     path = tmp / name
     # The live player bar is fixed to the window: in a full-page shot it lands over whatever is there.
     hide = "() => document.getElementById('live-player')?.style.setProperty('visibility', '{}')"
     page.evaluate(hide.format("hidden"))
-    page.screenshot(path=str(path), full_page=True, clip={"x": x0, "y": y0, "width": x1 - x0, "height": y1 - y0})
+    page.screenshot(path=str(path), full_page=True, clip=clip)
     page.evaluate(hide.format("visible"))
-    if os.environ.get("STUDIO_UPDATE_SCREENSHOTS") == "1":
+    if os.environ.get("STUDIO_UPDATE_SCREENSHOTS") == "1":  # a test run must not dirty the checkout
         SHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, SHOTS / name)
     return path

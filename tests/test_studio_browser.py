@@ -8,10 +8,10 @@ STUDIO_UPDATE_SCREENSHOTS=1 they also replace the README's pictures in docs/scre
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
+from browser_shots import save_page as save
 from studio_helpers import in_process_studio
 
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
@@ -31,7 +31,6 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
 # Gradio shows handler failures as "Error" toasts and status badges; none may appear.
 NO_ERRORS = "document.body.innerText.includes('Error')"
 BUSY = "document.body.innerText.includes('processing')"  # gradio's per-output spinner text
-SHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
 LYRICS = ("[00:00.50]Neon rain on the window\n[00:01.60]I drive until the morning\n[00:02.60]\n")
 
 
@@ -45,15 +44,6 @@ def studio_url(tmp_path_factory: pytest.TempPathFactory):
     os.environ["GRADIO_TEMP_DIR"] = str(tmp / "gradio")
     with in_process_studio(tmp / "data", ensure_test_models(), crop_frames=64) as (url, svc):
         yield url, svc, tmp
-
-
-def save(page, tmp: Path, name: str) -> Path:
-    path = tmp / name
-    page.screenshot(path=str(path), full_page=True)
-    if os.environ.get("STUDIO_UPDATE_SCREENSHOTS") == "1":  # a test run must not dirty the checkout
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, SHOTS / name)
-    return path
 
 
 def test_compose_generate_listen_share(studio_url) -> None:
@@ -81,6 +71,8 @@ def test_compose_generate_listen_share(studio_url) -> None:
             page.wait_for_function(f"!({BUSY})", timeout=30_000)
             save(page, tmp, "studio.png")
             assert not page.evaluate(NO_ERRORS), "an error toast or error status is on the page"
+            assert not page.locator("#take-cancel").is_visible()  # a finished take has nothing to cancel
+            assert page.locator("#take-regions .wr-repaint").is_visible()  # the owner may edit regions
             takes = svc.store.list_takes(svc.store.list_sessions()[0].id)
             assert takes and takes[0].status == "done" and Path(takes[0].files["wav"]).is_file()
             # What was typed is what was rendered (a slow page load must not reset the form).
@@ -102,6 +94,10 @@ def test_compose_generate_listen_share(studio_url) -> None:
             other.wait_for_function("document.querySelector('#takes').innerText.includes('done')", timeout=30_000)
             assert not other.locator("#generate").is_visible()  # read-only: no Generate
             assert not other.locator("#take-delete").is_visible()
+            # The take's waveform loops regions for a listener, but offers no edits and no cancel.
+            other.wait_for_selector("#take-regions .wr-canvas", state="attached", timeout=30_000)
+            assert other.locator("#take-regions .wr-repaint, #take-regions .wr-extend").count() == 0
+            assert not other.locator("#take-cancel").is_visible()
             other.wait_for_function(f"!({BUSY})", timeout=30_000)
             save(other, tmp, "shared.png")
             assert not other.evaluate(NO_ERRORS), "an error toast or error status is on the page"

@@ -107,6 +107,7 @@ def test_cancelling_one_variation_leaves_its_siblings(serve) -> None:
             assert rows.count() == 3
             middle = rows.nth(1).inner_text()
             rows.nth(1).click()  # the listing is newest first: this is the second variation
+            page.locator("#take-cancel").wait_for(state="visible", timeout=30_000)  # offered while it renders
             page.click("#take-cancel")
             page.wait_for_function("document.querySelector('#take-note').innerText.includes('only')", timeout=30_000)
             page.wait_for_function("document.querySelector('#progress-list').innerText.includes('cancelled on its own')",

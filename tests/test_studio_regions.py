@@ -38,6 +38,9 @@ def test_peaks_follow_the_audio_and_its_duration(tmp_path: Path) -> None:
     assert regions_html("t", tmp_path / "junk.wav", tmp_path / "c.json") == ""
     block = regions_html("t<x>", tmp_path / "a.wav", tmp_path / "c.json", caption="Style match 0.31")
     assert "data-duration='2.000'" in block and "t&lt;x&gt;" in block and "Style match 0.31" in block
+    assert "wr-repaint" in block and "wr-extend" in block
+    listen_only = regions_html("t", tmp_path / "a.wav", tmp_path / "c.json", editable=False)
+    assert "wr-canvas" in listen_only and "wr-repaint" not in listen_only and "wr-extend" not in listen_only
     assert (tmp_path / "c.json").is_file()  # cached: the second read does not open the audio
     (tmp_path / "a.wav").unlink()
     assert regions_html("t", tmp_path / "a.wav", tmp_path / "c.json") != ""

@@ -64,7 +64,7 @@ def build() -> TakesUI:
         use_settings = gr.Button("Use these settings", elem_id="use-settings")
         use_reference = gr.Button("Use as style reference", elem_id="use-reference")
         use_edit = gr.Button("Edit / continue this take", elem_id="use-edit")
-        cancel_take = gr.Button("Cancel this take only", elem_id="take-cancel", variant="stop")
+        cancel_take = gr.Button("Cancel this take only", elem_id="take-cancel", variant="stop", visible=False)
     note = gr.Markdown(elem_id="take-note")
     undo_id = gr.Textbox(visible=False)
     with gr.Accordion("Full record", open=False):
