@@ -201,7 +201,8 @@ def test_a_batch_on_three_nodes_spreads_and_matches_one_host(engine: Engine, clu
 
 def test_a_node_removed_mid_batch_loses_no_take(engine: Engine, cluster, style, local_bytes) -> None:
     before = set(engine.config.takes_dir.rglob("*.wav"))
-    jobs = [engine.submit(SongRequest(style=style, steps=LONG, seed=200 + i)) for i in range(9)]
+    # The batch: 12 songs on three nodes, one of them lost while it renders.
+    jobs = [engine.submit(SongRequest(style=style, steps=LONG, seed=200 + i)) for i in range(12)]
     # Not the head (it holds the cluster's state) nor the node this process is attached to as a driver.
     keep = {cluster.head_node.node_id, ray.get_runtime_context().get_node_id()}
 
