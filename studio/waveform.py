@@ -29,7 +29,7 @@ def peaks(audio_path: str | Path, pairs: int = PAIRS) -> tuple[list[list[float]]
             if frames == 0:
                 return [], duration
             n = min(pairs, frames)
-            edges = np.linspace(0, frames, n + 1).astype(np.int64)  # np.array_split's column sizes
+            edges = np.linspace(0, frames, n + 1).astype(np.int64)  # even columns, the last ends at the end
             lo, hi = np.empty(n), np.empty(n)
             for i in range(n):
                 mono = f.read(int(edges[i + 1] - edges[i]), dtype="float32", always_2d=True).mean(axis=1)
