@@ -8,11 +8,12 @@ STUDIO_UPDATE_SCREENSHOTS=1 they also replace the README's pictures in docs/scre
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 from browser_shots import save_page as save
-from studio_helpers import in_process_studio
+from studio_helpers import in_process_studio, set_advanced
 
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
 
@@ -165,17 +166,19 @@ def test_refresh_cancel_take_actions_and_history(studio_url) -> None:
             page.locator("#title textarea, #title input").first.fill("Long night")
             page.locator("#lyrics textarea").fill(LYRICS)
             page.locator("#style-text textarea, #style-text input").first.fill("slow ambient pads")
-            page.get_by_text("Advanced").click()
-            steps = page.locator("#steps input[type='number']")
-            steps.fill("200")
-            steps.press("Enter")
             # Sixteen variations of 200 steps (the page's maxima): long enough on the cropped test model to
             # reload mid-way and still cancel before they all finish (eight were not, on an idle machine).
-            variations = page.locator("#variations input[type='number']")
-            variations.fill("16")
-            variations.press("Enter")
+            # Typed until the boxes hold them: a value typed as Advanced opens can be reset to 32 steps,
+            # and sixteen takes of 32 steps may all finish before Cancel lands.
+            set_advanced(page, steps=200, variations=16)
             page.click("#generate")
-            page.wait_for_function("document.querySelector('#progress')?.innerText.includes('step')", timeout=60_000)
+            # Once the last waiting take has an ETA, each take further back reads a later (or equal) one.
+            page.wait_for_function("/11 take\\(s\\) ahead in line · about/.test("
+                                   "document.querySelector('#progress')?.innerText)", timeout=60_000)
+            lines = page.inner_text("#progress").splitlines()
+            etas = [int(m.group(1)) for line in lines if "waiting" in line
+                    and (m := re.search(r"about (\d+) s left", line))]
+            assert len(etas) == 12 and etas == sorted(etas) and etas[-1] > etas[0], lines
             save(page, tmp, "generating.png")
 
             page.reload()  # the session and its running take come back from the store, progress re-attaches
@@ -191,12 +194,17 @@ def test_refresh_cancel_take_actions_and_history(studio_url) -> None:
             n_cancelled = page.inner_text("#takes").count("cancelled")
             assert n_cancelled >= 1, "Cancel caught no take: " + page.inner_text("#takes")
 
+            # The list is re-sorted after the generation ends; a click before that lands is undone by it.
+            page.wait_for_function(f"!({BUSY})", timeout=30_000)
             page.locator("#takes").get_by_text("cancelled").first.click()  # open the take
             page.wait_for_selector("#take-retry", state="visible", timeout=30_000)
             page.click("#take-delete")
             page.wait_for_function("document.querySelector('#take-note').innerText.includes('Deleted')",
                                    timeout=30_000)
-            assert page.inner_text("#takes").count("cancelled") == n_cancelled - 1
+            # The list is redrawn by the delete and again by the re-sort after it: wait for it to settle.
+            page.wait_for_function(
+                "document.querySelector('#takes').innerText.split('\\n').filter(l => l.trim().endsWith('cancelled'))"
+                f".length === {n_cancelled - 1}", timeout=30_000)
             page.click("#take-undo")
             page.wait_for_function("document.querySelector('#take-note').innerText.includes('Restored')",
                                    timeout=30_000)
@@ -209,6 +217,7 @@ def test_refresh_cancel_take_actions_and_history(studio_url) -> None:
             takes = svc.store.list_takes(session.id)
             statuses = [t.status for t in takes]
             assert len(takes) == 16 and set(statuses) <= {"cancelled", "done"}, statuses
+            assert {t.request["steps"] for t in takes} == {200}  # what was typed is what was rendered
             assert statuses.count("cancelled") == n_cancelled, statuses
             assert len({t.seed for t in takes}) == 16
             assert [(t.name, t.starred) for t in takes if t.name] == [("keeper", True)]
