@@ -26,6 +26,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -48,7 +50,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 def model_files(args: argparse.Namespace) -> tuple[Path, Path, Path]:
     """(base DiT, full DiT, VAE) paths."""
     if args.preset == "tiny":
-        ref = ROOT.parent / "shared" / "reference" / "diffrhythm"
+        ref = Path(os.environ.get("STUDIO_SHARED_DIR", ROOT.parent / "shared")) / "reference" / "diffrhythm"
         return ref / "dit-tiny-base", ref / "dit-tiny-full", ref / "vae-tiny" / "vae_model.pt"
     if args.models_dir:
         d = Path(args.models_dir) / "ASLP-lab"
@@ -138,6 +140,94 @@ def pcc(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(torch.corrcoef(torch.stack((a.double().flatten(), b.double().flatten())))[0, 1])
 
 
+def worker_row(dit_path: Path, vae_path: Path, song: dict, args: argparse.Namespace, *, window: int,
+               compile_: bool) -> dict:
+    """The same song through the real worker process (`python -m device_worker`, zmq, typed messages, raw
+    tensor frames): bfloat16, compiled as the worker compiles (at load, before READY) where the in-process
+    rows are. Wall time from
+    SUBMIT to DONE as the engine sees it, so the wire and the scheduler are inside it."""
+    import numpy as np
+
+    from engine.remote import Worker, collect
+
+    w = Worker(dit=str(dit_path), vae=str(vae_path), device=args.device, precision="bfloat16",
+               compile="on" if compile_ else "off", unit_timeout_s=None)
+    try:
+        t0 = time.perf_counter()
+        w.start()
+        ready = w.wait_ready(600)
+        load_s = time.perf_counter() - t0
+        text = song["text"][0].numpy().astype(np.int64)
+        style, neg = song["style"][0].numpy(), song["negative_style"][0].numpy()
+        opts = dict(steps=song["steps"], cfg_strength=song["cfg_strength"], seed=song["seed"], decode_window=window)
+        collect(w.submit(text, style, neg, **opts), 900)  # warm: the first song's allocations and caches
+        t0 = time.perf_counter()
+        res = collect(w.submit(text, style, neg, **opts), 900)
+        wall = time.perf_counter() - t0
+    finally:
+        w.close()
+    units = sum(res.timings.get(k, 0.0) for k in ("prepare", "steps", "latent", "decode"))
+    done = res.events[-1].body  # DONE: the song's timings and the device's peak while it ran
+    return {"name": "worker bfloat16", "dit_s": res.timings.get("prepare", 0.0) + res.timings.get("steps", 0.0),
+            "vae_s": res.timings.get("decode", 0.0), "total_s": wall,
+            "peak_mb": float(done.memory.get("device_peak_mb", float("nan"))),
+            "compile_s": ready.load_s, "worker_start_s": load_s, "outside_units_s": wall - units,
+            "latent": torch.from_numpy(np.asarray(res.latent, np.float32))[None],
+            "audio": torch.from_numpy(res.audio)[None]}
+
+
+# What each row is: (label, run_row keywords). `worker` is the process path (worker_row).
+ROWS = {
+    "fp32": ("ours float32", dict(dtype="float32")),
+    "bf16": ("ours bfloat16", dict(dtype="bfloat16", compile_=True)),
+    "bf16-eager": ("ours bf16 eager", dict(dtype="bfloat16")),
+    "fp16": ("ours float16", dict(dtype="float16", compile_=True)),
+    "fp16-eager": ("ours fp16 eager", dict(dtype="float16")),
+    "upstream": ("upstream fp16", dict(dtype="float16", upstream=True)),
+    "worker": ("worker bfloat16", None),
+}
+
+
+def summary(row: dict, ref: dict | None, audio_s: float) -> dict:
+    """A row's figures, without its tensors (what the table and the JSON show)."""
+    out = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items() if k not in ("latent", "audio")}
+    out["rtf"] = round(audio_s / row["total_s"], 2)
+    if ref is not None:
+        n = min(ref["audio"].shape[-1], row["audio"].shape[-1])
+        out["pcc_latent"] = round(pcc(row["latent"].reshape(ref["latent"].shape), ref["latent"]), 6)
+        out["pcc_audio"] = round(pcc(row["audio"][..., :n], ref["audio"][..., :n]), 6)
+    return out
+
+
+def write_json(path: str | None, report: dict) -> None:
+    """After every row, so a run cut short by its time limit still leaves every figure it measured."""
+    if path:
+        tmp = Path(path + ".part")
+        tmp.write_text(json.dumps(report, indent=1))
+        tmp.replace(path)
+
+
+def print_table(seconds: int, frames: int, audio_s: float, rows: list[dict]) -> None:
+    print(f"\n{seconds} s song ({frames} frames, {audio_s:.1f} s of audio)")
+    print(f"{'path':16} {'DiT s':>8} {'VAE s':>8} {'total s':>8} {'RTF':>7} {'peak MB':>9} {'compile s':>9} "
+          f"{'PCC latent':>10} {'PCC audio':>10}")
+    for r in rows:
+        print(f"{r['name']:16} {r['dit_s']:8.2f} {r['vae_s']:8.2f} {r['total_s']:8.2f} {r['rtf']:7.1f} "
+              f"{r['peak_mb']:9.0f} {r['compile_s']:9.1f} {r.get('pcc_latent', 1.0):10.5f} "
+              f"{r.get('pcc_audio', 1.0):10.5f}")
+    up = next((r for r in rows if r["name"] == ROWS["upstream"][0]), None)
+    for r in rows:
+        if up is not None and r is not up:
+            print(f"speed-up {r['name']} / upstream: {up['total_s'] / r['total_s']:.2f}x "
+                  f"(DiT {up['dit_s'] / r['dit_s']:.2f}x, VAE {up['vae_s'] / max(r['vae_s'], 1e-9):.2f}x)")
+    w = next((r for r in rows if r["name"] == ROWS["worker"][0]), None)
+    same = next((r for r in rows if r["name"] == ROWS["bf16"][0]), None)
+    if w is not None and same is not None:
+        print(f"worker / in-process (bfloat16 compiled): {w['total_s'] / same['total_s']:.3f}x; "
+              f"outside the worker's units: {w['outside_units_s'] * 1e3:.0f} ms "
+              f"({100 * w['outside_units_s'] / w['total_s']:.2f}% of the song)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda:0")
@@ -146,17 +236,30 @@ def main() -> None:
     ap.add_argument("--models-dir", default=None, help="real model files laid out <dir>/<org>/<repo>/<file>")
     ap.add_argument("--songs", default="95,285", help="song lengths: 95 (base) and/or 285 (full)")
     ap.add_argument("--steps", type=int, default=32)
-    ap.add_argument("--precisions", default="float32,bfloat16,float16")
+    ap.add_argument("--rows", default="fp32,upstream,bf16,bf16-eager,fp16",
+                    help=f"which paths, in order ({', '.join(ROWS)}); fp32 first: the others' PCC is against it")
+    ap.add_argument("--worker-songs", default="95", help="song lengths that also get the `worker` row ('' none)")
     ap.add_argument("--compile", choices=("on", "off"), default=None, help="default: on for CUDA")
     ap.add_argument("--window", type=int, default=None, help="our VAE window (default: 512 on CUDA, else 128)")
+    ap.add_argument("--json", default=None, help="write every figure here as it is measured")
+    ap.add_argument("--budget-s", type=float, default=None, help="start no row after this many seconds")
     args = ap.parse_args()
+    t_start = time.perf_counter()
     cuda = args.device.startswith("cuda")
     compile_ = (args.compile or ("on" if cuda else "off")) == "on"
     window = args.window or (512 if cuda else 128)
+    wanted = args.rows.split(",")
+    unknown = [r for r in wanted if r not in ROWS]
+    if unknown:
+        ap.error(f"unknown rows {unknown}; choose from {', '.join(ROWS)}")
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # fp32 rows stay exact
     base, full, vae = model_files(args)
-    print(f"device={args.device} ({torch.cuda.get_device_name(0) if cuda else 'CPU'}) preset={args.preset} "
-          f"steps={args.steps} compile={compile_} window={window} torch={torch.__version__}")
+    device_name = torch.cuda.get_device_name(0) if cuda else "CPU"
+    report = {"device": args.device, "device_name": device_name, "preset": args.preset, "steps": args.steps,
+              "compile": compile_, "window": window, "torch": torch.__version__, "songs": {}, "skipped": []}
+    print(f"device={args.device} ({device_name}) preset={args.preset} steps={args.steps} compile={compile_} "
+          f"window={window} torch={torch.__version__}", flush=True)
+    worker_songs = {int(s) for s in args.worker_songs.split(",") if s}
     for seconds in (int(s) for s in args.songs.split(",")):
         frames, dit_path = (BASE_FRAMES, base) if seconds <= 95 else (FULL_FRAMES, full)
         g = torch.Generator().manual_seed(seconds)
@@ -164,23 +267,33 @@ def main() -> None:
                     negative_style=torch.randn(1, 512, generator=g), duration=frames, steps=args.steps,
                     cfg_strength=4.0, seed=7)
         audio_s = frames * HOP / SAMPLE_RATE
-        rows = [run_row("ours float32", dit_path, vae, song, args, dtype="float32", window=window)]
-        for p in args.precisions.split(","):
-            if p != "float32":
-                rows.append(run_row(f"ours {p}", dit_path, vae, song, args, dtype=p, compile_=compile_, window=window))
-        rows.append(run_row("upstream fp16", dit_path, vae, song, args, dtype="float16", upstream=True))
-        ref = rows[0]
-        print(f"\n{seconds} s song ({frames} frames, {audio_s:.1f} s of audio)")
-        print(f"{'path':16} {'DiT s':>8} {'VAE s':>8} {'total s':>8} {'RTF':>7} {'peak MB':>9} {'compile s':>9} "
-              f"{'PCC latent':>10} {'PCC audio':>10}")
-        for r in rows:
-            print(f"{r['name']:16} {r['dit_s']:8.2f} {r['vae_s']:8.2f} {r['total_s']:8.2f} "
-                  f"{audio_s / r['total_s']:7.1f} {r['peak_mb']:9.0f} {r['compile_s']:9.1f} "
-                  f"{pcc(r['latent'], ref['latent']):10.5f} {pcc(r['audio'], ref['audio']):10.5f}")
-        up = rows[-1]
-        for r in rows[:-1]:
-            print(f"speed-up {r['name']} / upstream: {up['total_s'] / r['total_s']:.2f}x "
-                  f"(DiT {up['dit_s'] / r['dit_s']:.2f}x, VAE {up['vae_s'] / r['vae_s']:.2f}x)")
+        done: list[dict] = []
+        ref = None
+        keys = wanted + (["worker"] if seconds in worker_songs and "worker" not in wanted else [])
+        for key in keys:
+            if args.budget_s is not None and time.perf_counter() - t_start > args.budget_s:
+                report["skipped"].append(f"{seconds} s {key}: past the {args.budget_s:.0f} s budget")
+                print(f"skipped {seconds} s {key}: past the budget", flush=True)
+                continue
+            label, kw = ROWS[key]
+            try:
+                if key == "worker":
+                    row = worker_row(dit_path, vae, song, args, window=window, compile_=compile_)
+                else:
+                    kw = {**kw, "compile_": kw.get("compile_", False) and compile_}
+                    row = run_row(label, dit_path, vae, song, args, window=window, **kw)
+            except Exception as e:  # one failed path must not hide the others' figures
+                report["skipped"].append(f"{seconds} s {key}: {type(e).__name__}: {e}")
+                print(f"FAILED {seconds} s {key}: {type(e).__name__}: {e}", flush=True)
+                continue
+            ref = ref if ref is not None else (row if key == "fp32" else None)
+            done.append(summary(row, ref if row is not ref else None, audio_s))
+            print(f"  {seconds} s {label}: total {row['total_s']:.2f} s, peak {row['peak_mb']:.0f} MB", flush=True)
+            report["songs"][str(seconds)] = {"frames": frames, "audio_s": audio_s, "rows": done}
+            write_json(args.json, report)
+        print_table(seconds, frames, audio_s, done)
+    report["elapsed_s"] = round(time.perf_counter() - t_start, 1)
+    write_json(args.json, report)
 
 
 if __name__ == "__main__":

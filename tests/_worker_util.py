@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,10 +18,16 @@ from typing import Any
 
 import numpy as np
 import zmq
-from studio_helpers import free_port  # noqa: F401 (re-exported for the worker tests)
 
 from device_worker import protocol as P
 from device_worker import wire
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (the worker and studio tests bind their servers to it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 # Same place as conftest.py's `reference_dir` (tests that use it skip through that fixture when absent).
 REFERENCE = Path(os.environ.get("STUDIO_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared")) / "reference" / "diffrhythm"

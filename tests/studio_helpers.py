@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,15 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _worker_util import free_port  # noqa: F401 (the studio tests import it from here)
 
 ROOT = Path(__file__).resolve().parents[1]
 LRC = "[00:00.50]hello neon night\n[00:02.00]\n"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def descendants(pid: int) -> list[int]:
