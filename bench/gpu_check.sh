@@ -8,10 +8,10 @@
 #                                                  # network, in .venv-rehearse (torch + image packages only)
 #
 # Steps: the wheels installed with --no-index into a folder of their own; what ran where (GPU, driver,
-# torch); the `cuda` tests; the compile and worker-timing tests; bench/gpu_song.py (release size on the
-# GPU, tiny on the CPU). Everything goes to $OUT (bench/out/gpu-check when unset) as it happens:
-# gpu_check.log, gpu_check.json (each step's exit code and seconds), the tests' junit XML and
-# gpu_song.json (every row as it is measured), so a run cut off by its time limit still reports.
+# torch); the `cuda` tests; the compile and worker-timing tests; bench/cpu_step.py (the CPU's bfloat16
+# step); bench/gpu_song.py (release size on the GPU, tiny on the CPU). GPU_CHECK_ONLY=a,b reruns some. Everything goes to $OUT (bench/out/gpu-check when unset) as it happens:
+# gpu_check.log, gpu_check.json (each step's exit code and seconds), the tests' junit XML, cpu_step.json
+# and gpu_song.json (every row as it is measured), so a run cut off by its time limit still reports.
 # Exit code: 0 only when every step passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -45,7 +45,7 @@ $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade
 export PYTHONPATH="$SITE:$ROOT" STUDIO_SHARED_DIR="$ROOT/.device/shared" GRADIO_ANALYTICS_ENABLED=False
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 
-STEPS="$OUT/steps.tsv"
+STEPS="$(mktemp)"  # name, exit code, seconds (gpu_check.json carries them; $OUT keeps to 8 files)
 : >"$STEPS"
 failed=0
 summary() {  # gpu_check.json: what ran where and each step's outcome, rewritten after every step
@@ -63,8 +63,12 @@ report = {"rehearsal": rehearse, "elapsed_s": elapsed, "env": env,
 json.dump(report, open(f"{out}/gpu_check.json", "w"), indent=1)
 EOF
 }
+ONLY="${GPU_CHECK_ONLY:-}"  # e.g. "cuda-tests,gpu-song,cpu-step": a rerun of some steps (env always runs)
 step() {  # step NAME TIMEOUT_S COMMAND...: run it, record its exit code and seconds, carry on either way
   local name=$1 limit=$2; shift 2
+  if [ -n "$ONLY" ] && [ "$name" != env ] && [[ ",$ONLY," != *",${name%%-all-ran},"* ]]; then
+    echo "== $name: skipped (GPU_CHECK_ONLY=$ONLY)"; return 0
+  fi
   local t=$SECONDS
   echo; echo "== $name (limit ${limit} s, $((SECONDS - T0)) s into the check)"
   timeout --kill-after=10 "$limit" "$@"
@@ -113,6 +117,15 @@ fi
 step compile-timing-tests 240 $PY -m pytest -q -rs tests/test_compiled.py tests/test_worker_timing.py \
   -p no:cacheprovider --junitxml="$OUT/compile_timing_tests.xml"
 
+# The CPU's half of the accelerators work: one guided step at release width, float32 against bfloat16
+# (eager, the old 3-D Linear path, compiled), on this machine's CPU (the GPU machine's has AMX or
+# AVX512-BF16, which this workplace's own machines may lack).
+if [ "$REHEARSE" = 1 ]; then
+  step cpu-step 300 $PY bench/cpu_step.py --depth 1 --frames 64 --repeats 1 --json "$OUT/cpu_step.json"
+else
+  step cpu-step 240 $PY bench/cpu_step.py --depth 4 --frames 2048 --repeats 3 --compile --native-only --json "$OUT/cpu_step.json"
+fi
+
 left=$((BUDGET - (SECONDS - T0)))
 if [ "$REHEARSE" = 1 ]; then
   step gpu-song $((left > 120 ? left : 120)) $PY bench/gpu_song.py --device cpu --preset tiny --steps 4 --songs 95 \
@@ -130,4 +143,5 @@ fi
 
 echo; echo "== done in $((SECONDS - T0)) s; steps (name, exit code, seconds):"; cat "$STEPS"
 summary
+rm -f "$STEPS"
 exit $failed

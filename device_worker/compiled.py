@@ -26,11 +26,29 @@ logger = logging.getLogger(__name__)
 
 
 def should_compile(choice: str, device: str) -> bool:
-    """auto: on a CUDA GPU (where fused kernels pay), off on the CPU (30 s of compiling at start for a
-    speed-up nobody measured there)."""
+    """on: try it anywhere (a failure still leaves the eager step). auto: on a CUDA GPU with a working
+    Triton, where fused kernels pay (bench/gpu_song.py: 1.3-1.4x on an H200); off on the CPU and Apple's
+    MPS, where nothing has shown it pays for the minutes it costs at start."""
     if choice not in COMPILE_CHOICES:
         raise ValueError(f"compile must be one of {', '.join(COMPILE_CHOICES)}, got {choice!r}")
-    return choice == "on" or (choice == "auto" and device.startswith("cuda"))
+    return choice == "on" or (choice == "auto" and device.startswith("cuda") and has_triton())
+
+
+def has_triton() -> bool:
+    """Whether inductor can build GPU kernels here (no Triton on Windows and on many laptops)."""
+    try:
+        from torch.utils._triton import has_triton as torch_has_triton
+    except ImportError:  # an older torch: ask for the package itself
+        import importlib.util
+
+        return importlib.util.find_spec("triton") is not None
+    return bool(torch_has_triton())
+
+
+def first_line(exc: BaseException) -> str:
+    """`Name: first line of the message`, short enough for a log line and the page's status."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:200]}" if text else type(exc).__name__
 
 
 def fuse_projections(dit: DiT) -> DiT:
@@ -45,7 +63,11 @@ def fuse_projections(dit: DiT) -> DiT:
 
 
 class CompiledDiT:
-    """The same DiT with `forward_prepared` compiled (static shapes, one graph per batch x frames)."""
+    """The same DiT with `forward_prepared` compiled (static shapes, one graph per batch x frames).
+
+    A shape's first call compiles. If that fails (no C++ compiler or Triton, an inductor error), the step
+    runs eager from then on, `failure` says why, and the song goes on: compiling can never stop a worker.
+    Once a shape has run compiled, its errors are the model's and propagate."""
 
     def __init__(self, dit: DiT, *, fuse: bool = True) -> None:
         self.dit = dit
@@ -53,6 +75,8 @@ class CompiledDiT:
         if fuse:
             fuse_projections(dit)
         self._step = torch.compile(dit.forward_prepared, dynamic=False)
+        self._shapes: set[tuple[int, ...]] = set()  # shapes that ran compiled
+        self.failure: str | None = None  # why the step runs eager, once compiling failed
 
     @property
     def device(self) -> torch.device:
@@ -69,12 +93,26 @@ class CompiledDiT:
         self.dit.release(cache)
 
     def forward_prepared(self, x: torch.Tensor, time_: torch.Tensor | float, cache: Any) -> torch.Tensor:
+        if self.failure is not None:
+            return self.dit.forward_prepared(x, time_, cache)
         if not isinstance(time_, torch.Tensor):  # a Python float would be baked into the graph
             time_ = torch.tensor(float(time_), dtype=self.state_dtype, device=x.device)
-        return self._step(x, time_, cache)
+        shape = tuple(x.shape)
+        if shape in self._shapes:
+            return self._step(x, time_, cache)
+        try:
+            out = self._step(x, time_, cache)
+        except Exception as exc:  # noqa: BLE001 - any compile failure: the eager step still works
+            self.failure = first_line(exc)
+            logger.warning("[compile] failed for shape %s; the step runs uncompiled from now on (%s)", shape,
+                           self.failure)
+            return self.dit.forward_prepared(x, time_, cache)
+        self._shapes.add(shape)
+        return out
 
     def warm(self, frames: int, batch: int = 2) -> float:
-        """Compile the step for songs of `frames` frames in batches of `batch` (2: guided); seconds taken."""
+        """Compile the step for songs of `frames` frames in batches of `batch` (2: guided); seconds taken
+        (a failure leaves `failure` set and the eager step in place)."""
         t0 = time.perf_counter()
         dev, m = self.device, self.cfg.mel_dim
         with torch.inference_mode():
@@ -84,5 +122,6 @@ class CompiledDiT:
             self.forward_prepared(x, 0.5, cache)
             self.release(cache)
         seconds = time.perf_counter() - t0
-        logger.info("[compile] frames=%d batch=%d seconds=%.1f", frames, batch, seconds)
+        logger.info("[compile] frames=%d batch=%d seconds=%.1f%s", frames, batch, seconds,
+                    " (failed: the step runs uncompiled)" if self.failure else "")
         return seconds

@@ -37,8 +37,9 @@ class WorkerConfig:
     backend: str = _opt("torch", "torch (CPU/CUDA) or ttnn")
     device: str = _opt("cpu", "cpu, cuda:N, or the ttnn device id")
     style: str | None = _opt(None, "style model (MuQ-MuLan) checkpoint; omit to run without", path=True)
-    precision: str = _opt("auto", "weights and compute precision; auto: bfloat16 (mixed) on CUDA, float32 on the CPU "
-                          "and for ttnn (its own settings apply); float32 is the exact path", choices=PRECISIONS)
+    precision: str = _opt("auto", "weights and compute precision; auto: bfloat16 (mixed) on CUDA and on CPUs with "
+                          "native bfloat16 (AMX), float16 on MPS, float32 on other CPUs and for ttnn (its own "
+                          "settings apply); float32 is the exact path", choices=PRECISIONS)
     compile: str = _opt("auto", "compile the DiT step per song shape with torch.compile, at load (auto: on CUDA)",
                         choices=COMPILE_CHOICES)
     mode: str = _opt("mixed", "half-precision flavour (device_worker.sampling)", choices=MODES)
@@ -74,13 +75,22 @@ class WorkerConfig:
         return argv
 
 
-def resolve_precision(backend: str, device: str, precision: str) -> str:
-    """What "auto" means on this device: half precision where it is fast (a CUDA GPU: bfloat16 weights and
-    matmuls, float32 norms, RoPE, residual stream and sampler state: the "mixed" mode), float32 on the
-    CPU (half precision is slower there: bench/dit_step.py) and for ttnn (DRPrecision decides on the card)."""
+def resolve_precision(backend: str, device: str, precision: str, *, cpu_bf16: bool = False) -> str:
+    """What "auto" means on this device: half precision where it is fast, float32 where it is not.
+    CUDA: bfloat16 weights and matmuls, float32 norms, RoPE, residual stream and sampler state (the
+    "mixed" mode). Apple's MPS: float16 mixed (its bfloat16 needs macOS 14, float16 runs everywhere).
+    The CPU: bfloat16 mixed when it multiplies bfloat16 natively (`cpu_bf16`: AMX or AVX512-BF16, a
+    bfloat16 GEMM ~5x float32), float32 elsewhere (emulated bfloat16 is several times slower than float32:
+    bench/cpu_step.py). ttnn: float32 here, the card's DRPrecision decides there."""
     if precision != "auto":
         return precision
-    return "bfloat16" if backend == "torch" and device.startswith("cuda") else "float32"
+    if backend != "torch":
+        return "float32"
+    if device.startswith("cuda"):
+        return "bfloat16"
+    if device == "mps":
+        return "float16"
+    return "bfloat16" if device == "cpu" and cpu_bf16 else "float32"
 
 
 OPTIONS: tuple[dataclasses.Field, ...] = tuple(f for f in dataclasses.fields(WorkerConfig) if f.metadata["flag"])

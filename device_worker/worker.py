@@ -24,6 +24,7 @@ import zmq
 from device_worker import protocol as P
 from device_worker import wire
 from device_worker.backends import make_backend
+from device_worker.backends.torch_backend import cpu_has_native_bf16
 from device_worker.config import WorkerConfig, resolve_precision
 from device_worker.core import WorkerCore, check_call
 from device_worker.lifecycle import DeviceLock, check_bind, clean_stale_ipc, ipc_path, rss_bytes
@@ -44,7 +45,8 @@ class WorkerServer:
         self.limits = P.Limits(max_jobs=cfg.max_jobs)
         options: dict[str, object] = {"threads": cfg.threads, "mode": cfg.mode, "style_path": cfg.style,
                                       "compile": cfg.compile}
-        self.precision = resolve_precision(cfg.backend, cfg.device, cfg.precision)
+        self.precision = resolve_precision(cfg.backend, cfg.device, cfg.precision,
+                                           cpu_bf16=cfg.backend == "torch" and cpu_has_native_bf16())
         self.backend = make_backend(cfg.backend, cfg.device, self.precision,
                                     **(options if cfg.backend == "torch" else {}))
         self.scheduler = Scheduler(cfg.policy, cfg.max_jobs)
@@ -132,8 +134,8 @@ class WorkerServer:
             return False
         info = {**self.backend.info(), "policy": self.cfg.policy, "precision": self.precision}
         self._ready = P.Ready(time.perf_counter() - t0, self._models, info)
-        logger.info("[worker] ready load_s=%.2f backend=%s device=%s", self._ready.load_s, self.cfg.backend,
-                    self.cfg.device)
+        logger.info("[worker] ready load_s=%.2f backend=%s device=%s precision=%s step=%s", self._ready.load_s,
+                    self.cfg.backend, self.cfg.device, self.precision, info.get("compile", "n/a"))
         self._emit(b"", 0, self._ready, None)
         return True
 

@@ -24,3 +24,20 @@ def load_case(reference_dir: Path, name: str) -> tuple[dict, dict[str, torch.Ten
 
     meta = json.loads((reference_dir / "cases" / f"{name}.json").read_text())
     return meta, load_file(str(reference_dir / "cases" / f"{name}.safetensors"))
+
+
+FP32_CASES = ["sampler_base_lyrics", "sampler_full_instrumental", "sampler_full_edit", "sampler_base_cfg0"]
+
+
+def song_kwargs(meta: dict, t: dict[str, torch.Tensor]) -> dict:
+    # text ids come from the case (lyric layout is tested elsewhere); everything else from its JSON
+    return dict(
+        text=t["text"], style=t["style"], negative_style=t["negative_style"], duration=meta["N"],
+        cond=t["cond"], edit_segments=meta["latent_pred_segments"], steps=meta["steps"],
+        cfg_strength=meta["cfg_strength"], sway=meta["sway_sampling_coef"], seed=meta["seed"],
+        start_time=meta["start_time"],
+    )
+
+
+def max_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a.float() - b.float()).abs().max().item()

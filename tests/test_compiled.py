@@ -17,9 +17,15 @@ from device_worker.compiled import CompiledDiT, should_compile
 from device_worker.models import load_dit
 
 
-def test_auto_compiles_on_cuda_only():
+def test_auto_compiles_on_cuda_with_a_working_triton_only(monkeypatch):
+    from device_worker import compiled
+
+    monkeypatch.setattr(compiled, "has_triton", lambda: True)
     assert should_compile("auto", "cuda:0") and not should_compile("auto", "cpu")
-    assert should_compile("on", "cpu") and not should_compile("off", "cuda:0")
+    assert not should_compile("auto", "mps")
+    monkeypatch.setattr(compiled, "has_triton", lambda: False)  # Windows, many laptops: no Triton
+    assert not should_compile("auto", "cuda:0")
+    assert should_compile("on", "cpu") and should_compile("on", "cuda:0") and not should_compile("off", "cuda:0")
     with pytest.raises(ValueError, match="compile must be one of auto, on, off"):
         should_compile("yes", "cpu")
 

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from reference_cases import load_case
-from test_sampler_reference import FP32_CASES, max_err, song_kwargs
+from reference_cases import FP32_CASES, load_case, max_err, song_kwargs
 
 from device_worker import sampling
 from device_worker.compiled import CompiledDiT

@@ -6,22 +6,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from reference_cases import load_case, one_thread  # noqa: F401 (autouse fixture)
+from reference_cases import FP32_CASES, load_case, max_err, one_thread, song_kwargs  # noqa: F401 (autouse fixture)
 
 from device_worker.models import load_dit
 from device_worker.sampling import Backbone, Cancelled, finish_song, make_noise, sample, start_song, step_song
-
-FP32_CASES = ["sampler_base_lyrics", "sampler_full_instrumental", "sampler_full_edit", "sampler_base_cfg0"]
-
-
-def song_kwargs(meta: dict, t: dict[str, torch.Tensor]) -> dict:
-    # text ids come from the case (lyric layout is tested elsewhere); everything else from its JSON
-    return dict(
-        text=t["text"], style=t["style"], negative_style=t["negative_style"], duration=meta["N"],
-        cond=t["cond"], edit_segments=meta["latent_pred_segments"], steps=meta["steps"],
-        cfg_strength=meta["cfg_strength"], sway=meta["sway_sampling_coef"], seed=meta["seed"],
-        start_time=meta["start_time"],
-    )
 
 
 def run(dit, meta, t) -> tuple[dict, torch.Tensor]:
@@ -32,10 +20,6 @@ def run(dit, meta, t) -> tuple[dict, torch.Tensor]:
         if state.k == 16:
             seen["x_step16"] = state.x.clone()
     return seen, finish_song(dit, state)
-
-
-def max_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    return (a.float() - b.float()).abs().max().item()
 
 
 @pytest.mark.parametrize("name", FP32_CASES)

@@ -22,6 +22,7 @@ from device_worker.wire import Tensor
 
 logger = logging.getLogger(__name__)
 GPU_DECODE_WINDOW = 512  # latent frames per VAE window on a CUDA GPU (bench/gpu_song.py --window compares)
+MPS_DECODE_WINDOW = 256  # on Apple's MPS, whose memory is the machine's own
 
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
 
@@ -45,12 +46,26 @@ def model_id(path: str) -> str:
 
 
 def vae_dtype(device: str, precision: str) -> Any:
-    """The VAE's dtype: float16 on a GPU whenever the DiT runs in half precision (Snake activations stay
-    float32 inside `vae.py`; float16 keeps more mantissa than bfloat16, and the decoder's activations stay
-    far below its range), float32 on the CPU (half convolutions are slow there) and for the exact path."""
+    """The VAE's dtype: float16 on a GPU (CUDA or Apple's MPS) whenever the DiT runs in half precision
+    (Snake activations stay float32 inside `vae.py`; float16 keeps more mantissa than bfloat16, and the
+    decoder's activations stay far below its range), float32 on the CPU (half convolutions are slow there,
+    bfloat16 ones too without AMX) and for the exact path."""
     import torch
 
-    return torch.float16 if device.startswith("cuda") and precision != "float32" else torch.float32
+    return torch.float16 if is_gpu(device) and precision != "float32" else torch.float32
+
+
+def is_gpu(device: str) -> bool:
+    return device.startswith(("cuda", "mps"))
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 natively (AMX tiles or AVX512-BF16): there a bfloat16 GEMM
+    runs ~5x faster than float32; elsewhere torch emulates it, several times slower than float32."""
+    import torch
+
+    probes = [getattr(torch.cpu, name, None) for name in ("_is_amx_tile_supported", "_is_avx512_bf16_supported")]
+    return any(bool(probe()) for probe in probes if probe is not None)
 
 
 class TorchBackend(SamplerBackend):
@@ -79,6 +94,9 @@ class TorchBackend(SamplerBackend):
         # Bit-faithful fp32 on GPUs: TF32 would change every matmul and conv (see the reference README).
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+        if self.device == "mps" and not torch.backends.mps.is_available():
+            raise RuntimeError(f"mps was asked for, but this worker's torch ({torch.__version__}) sees no Apple GPU "
+                               "(MPS needs macOS 12.3+ on Apple silicon); use --device cpu")
         if self.device.startswith("cuda"):
             if not torch.cuda.is_available():
                 raise RuntimeError(f"{self.device} was asked for, but this worker's torch ({torch.__version__}) "
@@ -98,7 +116,7 @@ class TorchBackend(SamplerBackend):
         if should_compile(self.compile, self.device):
             progress("compile", 0.3)  # before READY: the first song pays no compile time
             self.backbone = CompiledDiT(self.dit)
-            self.compile_s = self.backbone.warm(self.dit.cfg.max_frames)
+            self.compile_s = self.backbone.warm(self.dit.cfg.max_frames)  # a failure leaves the eager step
         progress("vae", 0.7)
         self.vae = load_vae(vae, device=self.device, dtype=vae_dtype(self.device, self.precision))
         if self.style_path:
@@ -148,27 +166,45 @@ class TorchBackend(SamplerBackend):
                          duration=t.get("duration"))
         return to_numpy(v)
 
-    def device_bytes(self) -> int:
-        if self.device.startswith("cuda"):
-            import torch
+    def compile_note(self) -> str:
+        """What the page and the ready line say of the step: compiled, off, or uncompiled and why."""
+        failure = getattr(self.backbone, "failure", None)
+        if failure:
+            return f"uncompiled (compiling failed: {failure})"
+        return "compiled" if self.backbone is not self.dit else "off"
 
+    def device_bytes(self) -> int:
+        import torch
+
+        if self.device.startswith("cuda"):
             return int(torch.cuda.memory_allocated(torch.device(self.device)))
+        if self.device == "mps":
+            return int(torch.mps.current_allocated_memory())
         return 0
 
     @property
     def decode_window_frames(self) -> int:
-        # On a GPU, 512-frame windows (24 s of audio; by estimate about a GB of fp16 activations at most):
-        # a quarter of the windows, so a quarter of the overlap recomputed and of the per-window launches.
-        # Not yet measured on a GPU (bench/gpu_song.py --window 128 vs 512); the CPU keeps 128.
-        return GPU_DECODE_WINDOW if self.device.startswith("cuda") else super().decode_window_frames
+        # On a CUDA GPU, 512-frame windows (24 s of audio; under 0.3 GB of fp16 activations, measured on an
+        # H200 with bench/gpu_song.py): a quarter of the windows, so a quarter of the overlap recomputed and
+        # of the launches. Apple's MPS shares the machine's memory with everything else: half that. The CPU
+        # keeps 128.
+        if self.device.startswith("cuda"):
+            return GPU_DECODE_WINDOW
+        return MPS_DECODE_WINDOW if self.device == "mps" else super().decode_window_frames
 
     def synchronize(self) -> None:
-        if self.device.startswith("cuda"):
-            import torch
+        import torch
 
+        if self.device.startswith("cuda"):
             torch.cuda.synchronize(torch.device(self.device))
+        elif self.device == "mps":
+            torch.mps.synchronize()
 
     def take_peak_bytes(self) -> int:
+        if self.device == "mps":  # MPS keeps no peak: what the driver holds now stands in for it
+            import torch
+
+            return int(torch.mps.driver_allocated_memory())
         if not self.device.startswith("cuda"):
             return 0
         import torch
@@ -182,8 +218,8 @@ class TorchBackend(SamplerBackend):
         import torch
 
         out = {"torch": str(torch.__version__), "threads": str(torch.get_num_threads()), "mode": self.mode,
-               "pid": str(os.getpid()), "compiled": str(self.backbone is not self.dit).lower(),
-               "compile_s": f"{self.compile_s:.1f}"}
+               "pid": str(os.getpid()), "compile": self.compile_note(), "compile_s": f"{self.compile_s:.1f}"}
+        out["compiled"] = str(out["compile"] == "compiled").lower()
         if self.dit is not None:  # what RemoteDiT needs to stand in for the DiT on the host
             cfg = self.dit.cfg
             out.update({"dit.mel_dim": str(cfg.mel_dim), "dit.max_frames": str(cfg.max_frames),
