@@ -21,7 +21,8 @@ class WorkerSpec:
     secret_file: str | None = None  # shared secret (HMAC) for a tcp worker
     python: str | None = None  # interpreter or command prefix for a local worker (another venv, a container)
     threads: int | None = None  # torch intra-op threads in the worker
-    precision: str = "auto"  # device_worker.config.resolve_precision: bfloat16 on CUDA, float32 on the CPU
+    precision: str = "auto"  # device_worker.config.resolve_precision: bfloat16 on CUDA and AMX CPUs, else float32
+    compile: str = "auto"  # device_worker.compiled.should_compile: the DiT step compiled at load (auto: CUDA)
 
     @property
     def name(self) -> str:

@@ -150,7 +150,7 @@ class Pool:
         """A started worker's configuration (device_worker.config.WorkerConfig's fields)."""
         cfg, spec, models = self.config, slot.spec, self.config.models
         return dict(dit=models.dit(variant), vae=models.vae, backend=spec.backend, device=spec.device,
-                    policy=cfg.policy, precision=spec.precision, max_jobs=cfg.worker_max_jobs,
+                    policy=cfg.policy, precision=spec.precision, compile=spec.compile, max_jobs=cfg.worker_max_jobs,
                     threads=spec.threads, lock_dir=cfg.lock_dir, style=models.style)
 
     def _make_worker(self, slot: Slot, variant: str) -> Worker:

@@ -65,14 +65,30 @@ def test_engine_remote_does_not_import_torch():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
-def test_auto_precision_is_half_on_cuda_and_exact_elsewhere():
+def test_auto_precision_is_half_where_it_is_fast_and_exact_elsewhere():
     from device_worker.config import resolve_precision
 
     assert resolve_precision("torch", "cuda:1", "auto") == "bfloat16"
-    assert resolve_precision("torch", "cpu", "auto") == "float32"
-    assert resolve_precision("ttnn", "0", "auto") == "float32"  # the card's DRPrecision decides there
+    assert resolve_precision("torch", "mps", "auto") == "float16"
+    assert resolve_precision("torch", "cpu", "auto") == "float32"  # emulated bfloat16 is slower than float32
+    assert resolve_precision("torch", "cpu", "auto", cpu_bf16=True) == "bfloat16"  # AMX / AVX512-BF16
+    assert resolve_precision("ttnn", "0", "auto", cpu_bf16=True) == "float32"  # the card's DRPrecision decides
     assert resolve_precision("torch", "cuda:0", "float32") == "float32"  # asked for: kept
+    assert resolve_precision("torch", "cpu", "float32", cpu_bf16=True) == "float32"
     assert WorkerConfig().precision == "auto"
+
+
+def test_the_cpus_bfloat16_answer_matches_its_flags():
+    """What the worker reads (torch's own CPU probes) agrees with the kernel's view of this CPU."""
+    from pathlib import Path
+
+    from device_worker.backends.torch_backend import cpu_has_native_bf16
+
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.is_file():
+        pytest.skip("no /proc/cpuinfo to compare with (not Linux)")
+    flags = set(cpuinfo.read_text().split())
+    assert cpu_has_native_bf16() == bool(flags & {"amx_bf16", "amx_tile", "avx512_bf16"})
 
 
 def test_warm_cache_for_cuda_names_a_missing_gpu(reference_dir, tmp_path, monkeypatch):

@@ -49,3 +49,33 @@ def test_a_missing_checkpoint_is_named(models, tmp_path: Path) -> None:
     gone = replace(models, base=str(tmp_path / "nowhere" / "dit-base"))
     line = first_line(gone, tmp_path)
     assert "nowhere" in line or "No such file" in line or "not found" in line, line
+
+
+def test_a_failed_compile_leaves_a_working_eager_worker(models, tmp_path: Path) -> None:
+    """No working C++ compiler (as on many machines): inductor fails while the worker warms its step. The
+    worker still starts, says the step runs uncompiled and why (its info, so the pool and the page), and
+    sings; the pool passes the spec's compile choice through."""
+    import os
+
+    import numpy as np
+
+    from engine.remote import Worker, collect
+
+    broken = {"CXX": "/bin/false", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}  # no cached graph
+    with Worker(dit=models.base, vae=models.vae, compile="on", threads=1, lock_dir=str(tmp_path / "locks"),
+                env={**os.environ, **broken}) as w:
+        ready = w.wait_ready(300)
+        note = ready.info["compile"]
+        assert note.startswith("uncompiled (compiling failed: ") and "C++ compiler" in note, note
+        assert ready.info["compiled"] == "false"
+        rng = np.random.default_rng(0)
+        res = collect(w.submit(rng.integers(1, 300, 64), rng.standard_normal(512, dtype=np.float32),
+                               rng.standard_normal(512, dtype=np.float32), steps=4, seed=1), 300)
+        assert res.audio.shape == (2, 64 * 2048) and np.abs(res.audio).max() > 0
+        assert "step=uncompiled" in Path(w.log_path).read_text()  # the ready line says so too
+
+    cfg = EngineConfig(tmp_path / "data", models, workers=[WorkerSpec(threads=1, compile="on")],
+                       lock_dir=str(tmp_path / "locks"), worker_env=broken)
+    with Engine(cfg) as engine:
+        info = engine.pool.worker_info()[0]
+        assert info["compile"].startswith("uncompiled (compiling failed: "), info
