@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 def should_compile(choice: str, device: str) -> bool:
     """on: try it anywhere (a failure still leaves the eager step). auto: on a CUDA GPU with a working
-    Triton, where fused kernels pay (bench/gpu_song.py: 1.3-1.4x on an H200); off on the CPU and Apple's
+    Triton, where fused kernels pay (bench/gpu_song.py on an H200: the DiT 1.45-1.7x eager); off on the CPU and Apple's
     MPS, where nothing has shown it pays for the minutes it costs at start."""
     if choice not in COMPILE_CHOICES:
         raise ValueError(f"compile must be one of {', '.join(COMPILE_CHOICES)}, got {choice!r}")
