@@ -98,13 +98,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--window", type=int, default=128, help="VAE decode window in latent frames")
     ap.add_argument("--overlap", type=int, default=32, help="VAE window overlap in latent frames")
     ap.add_argument("--threads", type=int, help="the worker's torch threads (1 for bit-exact comparisons)")
+    ap.add_argument("--precision", default="auto", help="the worker's precision (float32: the exact path)")
     ap.add_argument("--out", required=True, help="output .npz")
     args = ap.parse_args(argv)
 
     neg = np.load(args.negative_style) if args.negative_style else None
     inputs = song_inputs(args.frames, args.seed, neg)
     started = time.monotonic()
-    with Worker(dit=args.dit, vae=args.vae, threads=args.threads) as worker:
+    with Worker(dit=args.dit, vae=args.vae, threads=args.threads, precision=args.precision) as worker:
         worker.wait_ready(120)
         latent, audio = make_song(worker, inputs, steps=args.steps, cfg_strength=args.cfg, seed=args.seed,
                                   window=args.window, overlap=args.overlap)

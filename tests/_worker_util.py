@@ -22,6 +22,10 @@ import zmq
 from device_worker import protocol as P
 from device_worker import wire
 
+# Workers whose songs are compared bit for bit with the in-process float32 model core say so: `auto` is
+# bfloat16 on CPUs with AMX (device_worker.config.resolve_precision), as on many CI machines.
+EXACT = "float32"
+
 
 def free_port() -> int:
     """A loopback port nothing listens on now (the worker and studio tests bind their servers to it)."""
@@ -129,7 +133,7 @@ def signed_tcp_worker(paths: tuple[str, str], folder: Path, secret: bytes) -> It
 
     (folder / "secret").write_bytes(secret)
     w = Worker(dit=paths[0], vae=paths[1], bind=f"tcp://127.0.0.1:{free_port()}", threads=1,
-               secret_file=str(folder / "secret"), lock_dir=str(folder))
+               secret_file=str(folder / "secret"), lock_dir=str(folder), precision=EXACT)
     try:
         w.start()
         w.wait_ready(60)

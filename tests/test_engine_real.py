@@ -15,6 +15,7 @@ import mutagen
 import numpy as np
 import pytest
 import soundfile as sf
+from _worker_util import EXACT
 
 from engine.config import EngineConfig, Models, WorkerSpec
 from engine.engine import Engine
@@ -56,7 +57,7 @@ def config(tmp: Path, reference_dir: Path, style: str | None = None, **kw) -> En
     r = reference_dir
     models = Models(vae=str(r / "vae-tiny" / "vae_model.pt"), base=str(r / "dit-tiny-base"),
                     full=str(r / "dit-tiny-full"), negative_style=str(r / "vocal.npy"), style=style, test=True)
-    kw.setdefault("workers", [WorkerSpec(threads=1)])
+    kw.setdefault("workers", [WorkerSpec(threads=1, precision=EXACT)])
     return EngineConfig(data_dir=tmp / "data", models=models, crop_frames=CROP, lock_dir=str(tmp / "locks"),
                         heartbeat_s=0.25, dead_after_s=3.0, **kw)
 
@@ -238,7 +239,7 @@ def test_busy_at_queue_limit_and_cancel_while_queued(engine: Engine, files) -> N
 @pytest.fixture(scope="module")
 def engine2(tmp_path_factory: pytest.TempPathFactory, reference_dir: Path):
     tmp = tmp_path_factory.mktemp("engine2")
-    workers = [WorkerSpec(device="cpu:0", threads=1), WorkerSpec(device="cpu:1", threads=1)]
+    workers = [WorkerSpec(device="cpu:0", threads=1, precision=EXACT), WorkerSpec(device="cpu:1", threads=1, precision=EXACT)]
     with Engine(config(tmp, reference_dir, workers=workers, policy="fifo",
                        restart_backoff_s=(0.2, 0.5, 1.0, 2.0))) as e:
         yield e

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from _worker_util import Song, reference
+from _worker_util import EXACT, Song, reference
 
 from device_worker.models import load_dit
 from device_worker.sampling import Backbone, sample
@@ -37,7 +37,8 @@ def paths(reference_dir: Path) -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def worker(paths, tmp_path_factory):
-    w = Worker(dit=paths[0], vae=paths[1], threads=1, lock_dir=str(tmp_path_factory.mktemp("lock")))
+    w = Worker(dit=paths[0], vae=paths[1], threads=1, lock_dir=str(tmp_path_factory.mktemp("lock")),
+               precision=EXACT)
     with w:
         w.wait_ready(60)
         yield w
@@ -134,7 +135,7 @@ def test_the_upstream_style_example_runs_as_a_script(worker, paths, example, ref
     out = tmp_path / "song.npz"
     argv = [sys.executable, str(EXAMPLE), "--dit", paths[0], "--vae", paths[1], "--negative-style",
             str(reference_dir / "vocal.npy"), "--frames", "40", "--steps", "3", "--window", "32", "--overlap", "8",
-            "--threads", "1", "--out", str(out)]
+            "--threads", "1", "--precision", EXACT, "--out", str(out)]
     run = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr[-3000:]
     line = json.loads(run.stdout.strip().splitlines()[-1])

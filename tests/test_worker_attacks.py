@@ -20,7 +20,7 @@ import time
 import msgspec
 import numpy as np
 import pytest
-from _worker_util import RawPeer, Song, reference, signed_tcp_worker, tiny_paths
+from _worker_util import EXACT, RawPeer, Song, reference, signed_tcp_worker, tiny_paths
 
 from device_worker import protocol as P
 from device_worker import wire
@@ -147,7 +147,7 @@ def test_forward_batch_is_bounded(worker):
 
 def test_sigterm_still_stops_a_worker_that_was_attacked(paths, tmp_path):
     """Runs on its own worker: SIGTERM after the attack frames ends the process with exit code 0."""
-    w = Worker(dit=paths[0], vae=paths[1], threads=1, lock_dir=str(tmp_path))
+    w = Worker(dit=paths[0], vae=paths[1], threads=1, lock_dir=str(tmp_path), precision=EXACT)
     try:
         w.start()
         w.wait_ready(60)

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pytest
 import zmq
-from _worker_util import RawPeer, Song, reference, signed_tcp_worker, tiny_paths
+from _worker_util import EXACT, RawPeer, Song, reference, signed_tcp_worker, tiny_paths
 
 from device_worker import protocol as P
 from device_worker import wire
@@ -140,8 +140,9 @@ def test_lock_stale_socket_sigterm_and_close(paths, tmp_path):
     stale = socket.socket(socket.AF_UNIX)
     stale.bind(path)  # what a SIGKILLed worker leaves behind: a socket file nobody listens on
     stale.close()
-    w = Worker(dit=paths[0], vae=paths[1], bind=f"ipc://{path}", threads=1, lock_dir=str(tmp_path))
-    other = Worker(dit=paths[0], vae=paths[1], bind=f"ipc://{sockdir}/w2.sock", threads=1, lock_dir=str(tmp_path))
+    w = Worker(dit=paths[0], vae=paths[1], bind=f"ipc://{path}", threads=1, lock_dir=str(tmp_path), precision=EXACT)
+    other = Worker(dit=paths[0], vae=paths[1], bind=f"ipc://{sockdir}/w2.sock", threads=1, lock_dir=str(tmp_path),
+                   precision=EXACT)
     try:
         w.start()
         w.wait_ready(60)

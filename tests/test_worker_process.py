@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _worker_util import Song, _models, reference
+from _worker_util import EXACT, Song, _models, reference
 
 from device_worker import protocol as P
 from engine.remote import Worker, WorkerError, collect
@@ -33,6 +33,7 @@ def workers(paths, tmp_path_factory):
 
     def start(**kw) -> Worker:
         kw.setdefault("lock_dir", str(tmp_path_factory.mktemp("lock")))
+        kw.setdefault("precision", EXACT)  # compared bit for bit with the in-process float32 model core
         w = Worker(dit=paths[0], vae=paths[1], threads=1, **kw)
         started.append(w)
         w.start()
