@@ -32,13 +32,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from device_worker import dit as dit_module  # noqa: E402
-from device_worker import sampling  # noqa: E402
 from device_worker.backends.torch_backend import cpu_has_native_bf16  # noqa: E402
-from device_worker.compiled import CompiledDiT  # noqa: E402
 from device_worker.config import resolve_precision  # noqa: E402
-from device_worker.dit import DiT, DiTConfig  # noqa: E402
-from device_worker.models import load_dit  # noqa: E402
+from device_worker.model import dit as dit_module  # noqa: E402
+from device_worker.model import sampling  # noqa: E402
+from device_worker.model.compiled import CompiledDiT  # noqa: E402
+from device_worker.model.dit import DiT, DiTConfig  # noqa: E402
+from device_worker.model.load import load_dit  # noqa: E402
 
 REFERENCE = Path(os.environ.get("STUDIO_SHARED_DIR", ROOT.parent / "shared")) / "reference" / "diffrhythm"
 
@@ -70,7 +70,7 @@ def random_dit(depth: int, frames: int) -> DiT:
 
 def half(model: DiT, dtype: torch.dtype) -> DiT:
     out = copy.deepcopy(model).to(dtype)
-    out.upcast_residual = True  # load_dit(precision="mixed") for half weights
+    out.upcast_residual = True  # load_dit(half_mode="mixed") for half weights
     return out
 
 

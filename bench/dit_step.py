@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-from device_worker.dit import DiT, DiTConfig  # noqa: E402
+from device_worker.model.dit import DiT, DiTConfig  # noqa: E402
 
 CONFIGS = {  # name: (config, frames)
     "tiny (128x4)": (DiTConfig(dim=128, depth=4, ff_mult=2, conv_layers=2, max_frames=2048), 96),

@@ -38,10 +38,11 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from device_worker import sampling  # noqa: E402
 from device_worker.backends.torch_backend import vae_dtype  # noqa: E402
-from device_worker.compiled import CompiledDiT  # noqa: E402
-from device_worker.models import load_dit, load_vae  # noqa: E402
+from device_worker.model import sampling  # noqa: E402
+from device_worker.model.compiled import CompiledDiT  # noqa: E402
+from device_worker.model.load import load_dit  # noqa: E402
+from device_worker.model.vae import load_vae  # noqa: E402
 from device_worker.shapes import BASE_FRAMES, FULL_FRAMES, HOP, SAMPLE_RATE  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -112,7 +113,7 @@ def run_row(name: str, dit_path: Path, vae_path: Path, song: dict, args: argpars
     if dev.startswith("cuda"):
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(torch.device(dev))
-    dit = load_dit(dit_path, device=dev, dtype=DTYPES[dtype], precision="upstream" if upstream else "mixed")
+    dit = load_dit(dit_path, device=dev, dtype=DTYPES[dtype], half_mode="upstream" if upstream else "mixed")
     vae = load_vae(vae_path, device=dev, dtype=torch.float32 if upstream else vae_dtype(dev, dtype))
     backbone = CompiledDiT(dit) if compile_ else dit
     compile_s = backbone.warm(song["duration"]) if compile_ else 0.0

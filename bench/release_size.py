@@ -64,11 +64,11 @@ def _random_like(torch, key: str, shape: tuple[int, ...], dtype):
 
 
 def write_dit(torch, path: Path, preset: str) -> int:
-    from device_worker.dit import DiT
-    from device_worker.models import config_from_name
+    from device_worker.model.config import DiTConfig
+    from device_worker.model.dit import DiT
 
     with torch.device("meta"):
-        model = DiT(config_from_name(preset))
+        model = DiT(DiTConfig.from_name(preset))
     if path.is_file():  # written by an earlier run (random weights: any are as good)
         return sum(v.numel() for v in model.state_dict().values())
     state = {"transformer." + k: _random_like(torch, k, tuple(v.shape), torch.float16)
@@ -80,8 +80,8 @@ def write_dit(torch, path: Path, preset: str) -> int:
 def write_vae(torch, path: Path) -> int:
     from torch import nn
 
-    from device_worker.vae import OobleckVAE
-    from device_worker.vae_checkpoint import OobleckConfig
+    from device_worker.model.vae import OobleckVAE
+    from device_worker.model.vae_checkpoint import OobleckConfig
 
     vae = OobleckVAE(OobleckConfig(channels=128))
 
@@ -205,9 +205,9 @@ def time_loaders(root: Path) -> dict[str, float]:
     """Each release file through the loader the worker uses, in a fresh process per file (cold caches
     are not forced: the page cache may hold a file just written; the note says so)."""
     code = {
-        "ASLP-lab/DiffRhythm-1_2/cfm_model.pt": "from device_worker.models import load_dit; load_dit(P)",
-        "ASLP-lab/DiffRhythm-1_2-full/cfm_model.pt": "from device_worker.models import load_dit; load_dit(P)",
-        "ASLP-lab/DiffRhythm-vae/vae_model.pt": "from device_worker.models import load_vae; load_vae(P)",
+        "ASLP-lab/DiffRhythm-1_2/cfm_model.pt": "from device_worker.model.load import load_dit; load_dit(P)",
+        "ASLP-lab/DiffRhythm-1_2-full/cfm_model.pt": "from device_worker.model.load import load_dit; load_dit(P)",
+        "ASLP-lab/DiffRhythm-vae/vae_model.pt": "from device_worker.model.vae import load_vae; load_vae(P)",
         "OpenMuQ/MuQ-MuLan-large/pytorch_model.bin":
             "from device_worker.style import load_style_model; load_style_model(os.path.dirname(P))",
     }

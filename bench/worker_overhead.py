@@ -1,6 +1,6 @@
 """Wall time of a song through the device worker vs the same song in-process, side by side.
 
-Builds a random DiT with `device_worker.dit` (release format: fp16 `model_state_dict` with the
+Builds a random DiT with `device_worker.model.dit` (release format: fp16 `model_state_dict` with the
 `transformer.` prefix + upstream config.json) in a temp dir, sized so one guided step takes tens of
 milliseconds on a CPU, and uses the tiny reference VAE. Then alternates: one song in-process
 (`sampling.sample` + `decode_windows`), one song through `engine.remote.Worker` (submit -> events),
@@ -39,9 +39,9 @@ def build_random_dit(folder: Path, dim: int, depth: int, seed: int = 0) -> Path:
     """A random DiT saved like the release: cfm_model.pt (fp16, `transformer.` keys) + config.json."""
     import torch
 
-    from device_worker.dit import DiT, DiTConfig
+    from device_worker.model.dit import DiT, DiTConfig
 
-    model_cfg = dict(dim=dim, depth=depth, heads=32, ff_mult=2, text_dim=512, conv_layers=1, mel_dim=64,
+    model_cfg = dict(dim=dim, depth=depth, ff_mult=2, text_dim=512, conv_layers=1, mel_dim=64,
                      text_num_embeds=363)
     torch.manual_seed(seed)
     dit = DiT(DiTConfig(**model_cfg, max_frames=2048))
@@ -71,8 +71,9 @@ def main() -> None:
     client_rss = _rss_mib()
     import torch
 
-    from device_worker.models import load_dit, load_vae
-    from device_worker.sampling import sample
+    from device_worker.model.load import load_dit
+    from device_worker.model.sampling import sample
+    from device_worker.model.vae import load_vae
     from engine.remote import Worker, collect
 
     torch.set_num_threads(args.threads)
@@ -95,7 +96,7 @@ def main() -> None:
         return time.perf_counter() - t0, audio
 
     # one guided step, measured in-process (what "tens of milliseconds" refers to)
-    from device_worker.sampling import start_song, step_song
+    from device_worker.model.sampling import start_song, step_song
 
     st = start_song(dit, text=tt, style=ts, negative_style=tn, duration=n, steps=args.steps, seed=1)
     step_song(dit, st)

@@ -14,11 +14,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from device_worker.model.config import HALF_MODES
 from device_worker.scheduler import POLICIES
 
 PRECISIONS = ("auto", "float32", "float16", "bfloat16")
-MODES = ("mixed", "upstream")
-COMPILE_CHOICES = ("auto", "on", "off")  # device_worker.compiled.should_compile
+COMPILE_CHOICES = ("auto", "on", "off")  # device_worker.model.compiled.should_compile
 
 
 def _opt(default: Any = None, help: str = "", *, type: Any = str, choices: tuple[str, ...] | None = None,
@@ -42,7 +42,9 @@ class WorkerConfig:
                           "settings apply); float32 is the exact path", choices=PRECISIONS)
     compile: str = _opt("auto", "compile the DiT step per song shape with torch.compile, at load (auto: on CUDA)",
                         choices=COMPILE_CHOICES)
-    mode: str = _opt("mixed", "half-precision flavour (device_worker.sampling)", choices=MODES)
+    half_mode: str = _opt("mixed", "how float16/bfloat16 weights run: mixed (float32 norms, residual stream and "
+                          "sampler state) or upstream (everything in half precision, as upstream's model.half())",
+                          choices=HALF_MODES)
     policy: str = _opt("fair", "which job's next unit runs", choices=POLICIES)
     max_jobs: int = _opt(8, "song jobs held at once (told to the engine)", type=int)
     threads: int | None = _opt(None, "torch intra-op threads (default: torch's)", type=int)

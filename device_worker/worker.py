@@ -43,7 +43,7 @@ class WorkerServer:
         self.cfg = cfg
         self.secret = cfg.secret if cfg.secret is not None else wire.read_secret(cfg.secret_file)
         self.limits = P.Limits(max_jobs=cfg.max_jobs)
-        options: dict[str, object] = {"threads": cfg.threads, "mode": cfg.mode, "style_path": cfg.style,
+        options: dict[str, object] = {"threads": cfg.threads, "half_mode": cfg.half_mode, "style_path": cfg.style,
                                       "compile": cfg.compile}
         self.precision = resolve_precision(cfg.backend, cfg.device, cfg.precision,
                                            cpu_bf16=cfg.backend == "torch" and cpu_has_native_bf16())

@@ -22,7 +22,7 @@ class WorkerSpec:
     python: str | None = None  # interpreter or command prefix for a local worker (another venv, a container)
     threads: int | None = None  # torch intra-op threads in the worker
     precision: str = "auto"  # device_worker.config.resolve_precision: bfloat16 on CUDA and AMX CPUs, else float32
-    compile: str = "auto"  # device_worker.compiled.should_compile: the DiT step compiled at load (auto: CUDA)
+    compile: str = "auto"  # device_worker.model.compiled.should_compile: the DiT step compiled at load (auto: CUDA)
 
     @property
     def name(self) -> str:

@@ -124,8 +124,7 @@ def local_vae_encoder(vae_path: str | Path) -> Encoder:
     """In-process encoder over `device_worker` (tests, tools); the studio uses the worker's VAE."""
     import torch
 
-    from device_worker.models import load_vae
-    from device_worker.vae import draw_latent
+    from device_worker.model.vae import draw_latent, load_vae
 
     vae = load_vae(vae_path)
 

@@ -1,7 +1,7 @@
 """`RemoteDiT`: the worker's DiT as a torch module on the host, for upstream-style calling code.
 
 It is the sampler's `Backbone` (`device`, `state_dtype`, `cfg`, `prepare`, `forward_prepared`, `release`)
-and has upstream's `DiT.forward` arguments, so `device_worker.sampling.sample(RemoteDiT(worker), ...)` and
+and has upstream's `DiT.forward` arguments, so `device_worker.model.sampling.sample(RemoteDiT(worker), ...)` and
 code that holds a CFM with `cfm.transformer = RemoteDiT(worker)` run unchanged; see
 examples/upstream_style.py. `prepare` only keeps the per-song tensors on the host; each `forward_prepared`
 sends them with `x` in one FORWARD, and the worker runs its own `DiT.forward` (prepare + forward_prepared)

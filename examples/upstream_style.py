@@ -12,7 +12,7 @@ With a device worker holding the weights, two objects change and the calling cod
     vae = RemoteVae(worker)              # .decode([B, 64, T]) -> [B, 2, T * 2048], window by window
 
 `CFM` below is the part of upstream's CFM that those scripts touch (`.transformer`, and `.sample` with
-upstream's keyword names); it runs the studio's one sampler, `device_worker.sampling.sample`, with the
+upstream's keyword names); it runs the studio's one sampler, `device_worker.model.sampling.sample`, with the
 transformer as its backbone, so this script needs no upstream checkout. Lyric ids and the style embedding
 are random here (upstream makes them with `get_lrc_token` / `get_style_prompt`; a worker started with
 `style=` embeds prompts itself: `worker.style_text(["jazz, piano"])`).
@@ -33,7 +33,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from device_worker.sampling import sample
+from device_worker.model.sampling import sample
 from engine.remote import RemoteDiT, RemoteVae, Worker
 
 

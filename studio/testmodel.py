@@ -95,13 +95,14 @@ def _vocab() -> str | None:
 def _write_dits(root: Path) -> None:
     import torch
 
-    from device_worker.dit import DiT, DiTConfig
+    from device_worker.model.dit import DiT
+    from device_worker.model.load import config_from_upstream
 
     for name, frames in (("dit-base", 2048), ("dit-full", 6144)):
         folder = root / name
         folder.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(frames)
-        model = DiT(DiTConfig(**DIT, max_frames=frames))
+        model = DiT(config_from_upstream({"model": DIT, "max_frames": frames}, None))
         state = {"transformer." + k: v.detach().to(torch.float16) for k, v in model.state_dict().items()}
         _save(torch, {"model_state_dict": state}, folder / "cfm_model.pt")
         (folder / "config.json").write_text(json.dumps({"model_type": "diffrhythm", "model": DIT,
@@ -111,8 +112,8 @@ def _write_dits(root: Path) -> None:
 def _write_vae(path: Path) -> None:
     import torch
 
-    from device_worker.vae import OobleckVAE
-    from device_worker.vae_checkpoint import OobleckConfig
+    from device_worker.model.vae import OobleckVAE
+    from device_worker.model.vae_checkpoint import OobleckConfig
 
     torch.manual_seed(7)
     model = OobleckVAE(OobleckConfig(channels=4))

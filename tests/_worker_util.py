@@ -64,7 +64,8 @@ class Song:
 
 @functools.lru_cache(maxsize=1)
 def _models(dit: str, vae: str):
-    from device_worker.models import load_dit, load_vae
+    from device_worker.model.load import load_dit
+    from device_worker.model.vae import load_vae
 
     return load_dit(dit), load_vae(vae)
 
@@ -74,7 +75,7 @@ def reference(song: Song, dit: str, vae: str) -> tuple[np.ndarray, np.ndarray]:
     """(latent [N, 64], audio [2, n]) computed in this process with the model core, 1 torch thread."""
     import torch
 
-    from device_worker.sampling import sample
+    from device_worker.model.sampling import sample
 
     prev = torch.get_num_threads()
     torch.set_num_threads(1)

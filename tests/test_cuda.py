@@ -13,9 +13,10 @@ import pytest
 import torch
 from reference_cases import FP32_CASES, load_case, max_err, song_kwargs
 
-from device_worker import sampling
-from device_worker.compiled import CompiledDiT
-from device_worker.models import load_dit, load_vae
+from device_worker.model import sampling
+from device_worker.model.compiled import CompiledDiT
+from device_worker.model.load import load_dit
+from device_worker.model.vae import load_vae
 
 pytestmark = [
     pytest.mark.cuda,
@@ -59,7 +60,7 @@ def test_reference_cases_in_exact_fp32(reference_dir: Path, name: str) -> None:
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_mixed_precision_tracks_fp32(tiny_dit_full: Path, dtype) -> None:
     ref = _song(load_dit(tiny_dit_full, device=DEV), **_kw())
-    half = _song(load_dit(tiny_dit_full, device=DEV, dtype=dtype, precision="mixed"), **_kw())
+    half = _song(load_dit(tiny_dit_full, device=DEV, dtype=dtype, half_mode="mixed"), **_kw())
     assert pcc(half, ref) >= 0.995
 
 
@@ -71,12 +72,12 @@ def test_half_vae_tracks_fp32(tiny_vae: Path) -> None:
 
 
 def test_compiled_equals_eager(tiny_dit_full: Path) -> None:
-    dit = load_dit(tiny_dit_full, device=DEV, dtype=torch.bfloat16, precision="mixed")
+    dit = load_dit(tiny_dit_full, device=DEV, dtype=torch.bfloat16, half_mode="mixed")
     eager = _song(dit, **_kw())
     compiled = _song(CompiledDiT(dit), **_kw())
     assert pcc(compiled, eager) >= 0.9999 and max_err(compiled, eager) <= 2e-2 * eager.abs().max().item()
 
 
 def test_same_seed_same_bytes_twice(tiny_dit_full: Path) -> None:
-    dit = load_dit(tiny_dit_full, device=DEV, dtype=torch.bfloat16, precision="mixed")
+    dit = load_dit(tiny_dit_full, device=DEV, dtype=torch.bfloat16, half_mode="mixed")
     assert torch.equal(_song(dit, **_kw(seed=11)), _song(dit, **_kw(seed=11)))

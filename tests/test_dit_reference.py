@@ -8,8 +8,8 @@ import pytest
 import torch
 from reference_cases import load_case, one_thread  # noqa: F401 (autouse fixture)
 
-from device_worker.dit import DiT, DiTConfig
-from device_worker.models import load_dit
+from device_worker.model.dit import DiT, DiTConfig
+from device_worker.model.load import load_dit
 
 FP32_CASES = ["sampler_base_lyrics", "sampler_full_instrumental", "sampler_full_edit", "sampler_base_cfg0"]
 VELOCITY_TOL = 5e-5  # README strict tolerance for v_c / v_u
@@ -51,7 +51,7 @@ def test_exact_buffers_match_their_reference_and_differ_from_upstream(reference_
 @torch.inference_mode()
 def test_fp16_upstream_mode_first_step(reference_dir: Path) -> None:
     meta, t = load_case(reference_dir, "sampler_full_fp16")
-    dit = load_dit(reference_dir / meta["checkpoint"], dtype=torch.float16, precision="upstream")
+    dit = load_dit(reference_dir / meta["checkpoint"], dtype=torch.float16, half_mode="upstream")
     h = {k: (v.half() if v.is_floating_point() else v) for k, v in t.items()}
     for unconditional, ref in ((False, t["v_c"]), (True, t["v_u"])):
         err = (first_step(dit, h, unconditional=unconditional).float() - ref.float()).abs().max().item()

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from device_worker.dit import DiT
-from device_worker.models import CheckpointError, config_from_name, load_dit, read_state_dict
+from device_worker.model.config import DiTConfig
+from device_worker.model.dit import DiT
+from device_worker.model.load import CheckpointError, load_dit, read_state_dict
 
 
 def release_state(folder: Path) -> dict[str, torch.Tensor]:
@@ -35,7 +36,7 @@ def test_meta_build_matches_release_keys_and_counts(reference_dir: Path, name: s
             key, shape = line.split("\t")[:2]
             listed[key.removeprefix("transformer.")] = tuple(json.loads(shape))
     with torch.device("meta"):
-        dit = DiT(config_from_name(f"diffrhythm-1.2-{name}"))
+        dit = DiT(DiTConfig.from_name(f"diffrhythm-1.2-{name}"))
     assert {k: tuple(v.shape) for k, v in dit.state_dict().items()} == listed
     count = sum(p.numel() for p in dit.parameters())
     assert count == {"base": 1_109_315_648, "full": 1_109_709_888}[name]
@@ -43,7 +44,7 @@ def test_meta_build_matches_release_keys_and_counts(reference_dir: Path, name: s
 
 def test_v1_0_presets_are_causal_without_duration_embedding() -> None:
     for name in ("diffrhythm-1.0-base", "diffrhythm-1.0-full"):
-        cfg = config_from_name(name)
+        cfg = DiTConfig.from_name(name)
         assert cfg.causal and not cfg.duration_embed
         with torch.device("meta"):
             assert sum(p.numel() for p in DiT(cfg).parameters()) == 1_109_315_648
@@ -72,9 +73,9 @@ def test_dtype_and_upcast_flags(tiny_dit_base: Path) -> None:
     assert load_dit(tiny_dit_base).dtype == torch.float32
     mixed = load_dit(tiny_dit_base, dtype=torch.bfloat16)
     assert mixed.dtype == torch.bfloat16 and mixed.upcast_residual
-    assert not load_dit(tiny_dit_base, dtype=torch.float16, precision="upstream").upcast_residual
-    with pytest.raises(ValueError, match="precision"):
-        load_dit(tiny_dit_base, precision="fast")
+    assert not load_dit(tiny_dit_base, dtype=torch.float16, half_mode="upstream").upcast_residual
+    with pytest.raises(ValueError, match="half_mode"):
+        load_dit(tiny_dit_base, half_mode="fast")
 
 
 def test_missing_key_is_named(tiny_dit_full: Path, tmp_path: Path) -> None:
@@ -133,10 +134,4 @@ def test_ema_layout_and_unknown_name(tiny_dit_base: Path, tmp_path: Path) -> Non
     torch.save({"ema_model_state_dict": ema}, tmp_path / "ema.pt")
     assert read_state_dict(tmp_path / "ema.pt").keys() == read_state_dict(tiny_dit_base / "cfm_model.pt").keys()
     with pytest.raises(ValueError, match="unknown model name"):
-        config_from_name("diffrhythm-9")
-
-
-def test_load_vae_is_reexported() -> None:
-    from device_worker import models
-
-    assert callable(models.load_vae)
+        DiTConfig.from_name("diffrhythm-9")

@@ -13,10 +13,11 @@ import pytest
 import torch
 from reference_cases import FP32_CASES, load_case, song_kwargs
 
-from device_worker import sampling
 from device_worker.backends.torch_backend import TorchBackend, vae_dtype
 from device_worker.config import resolve_precision
-from device_worker.models import load_dit, load_vae
+from device_worker.model import sampling
+from device_worker.model.load import load_dit
+from device_worker.model.vae import load_vae
 
 pytestmark = [
     pytest.mark.mps,

@@ -21,8 +21,8 @@ import pytest
 import torch
 from _worker_util import EXACT, Song, reference
 
-from device_worker.models import load_dit
-from device_worker.sampling import Backbone, sample
+from device_worker.model.load import load_dit
+from device_worker.model.sampling import Backbone, sample
 from engine.remote import RemoteDiT, RemoteVae, Worker
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,8 +8,16 @@ import pytest
 import torch
 from reference_cases import FP32_CASES, load_case, max_err, one_thread, song_kwargs  # noqa: F401 (autouse fixture)
 
-from device_worker.models import load_dit
-from device_worker.sampling import Backbone, Cancelled, finish_song, make_noise, sample, start_song, step_song
+from device_worker.model.load import load_dit
+from device_worker.model.sampling import (
+    Backbone,
+    Cancelled,
+    finish_song,
+    make_noise,
+    sample,
+    start_song,
+    step_song,
+)
 
 
 def run(dit, meta, t) -> tuple[dict, torch.Tensor]:
@@ -46,7 +54,7 @@ def test_exact_buffers_case(reference_dir: Path, name: str) -> None:
 
 def test_fp16_upstream_case(reference_dir: Path) -> None:
     meta, t = load_case(reference_dir, "sampler_full_fp16")
-    dit = load_dit(reference_dir / meta["checkpoint"], dtype=torch.float16, precision="upstream")
+    dit = load_dit(reference_dir / meta["checkpoint"], dtype=torch.float16, half_mode="upstream")
     seen, final = run(dit, meta, t)
     assert seen["y0"].dtype == torch.float16 and torch.equal(seen["y0"], t["y0"])
     assert torch.equal(seen["t_grid"], t["t_grid"])
@@ -59,7 +67,7 @@ def test_mixed_precision_keeps_state_in_fp32_and_tracks_fp32(tiny_dit_full: Path
     kw = dict(text=text, style=torch.randn(1, 512), negative_style=torch.randn(1, 512), duration=48,
               steps=8, seed=5)
     ref = sample(load_dit(tiny_dit_full), **kw)
-    dit = load_dit(tiny_dit_full, dtype=dtype, precision="mixed")
+    dit = load_dit(tiny_dit_full, dtype=dtype, half_mode="mixed")
     state = start_song(dit, **kw)
     assert state.x.dtype == torch.float32 and state.t.dtype == torch.float32
     out = sample(dit, **kw)

@@ -24,9 +24,9 @@ from device_worker.backends.ttnn.convert import (
     unconvert_vae_convs,
 )
 from device_worker.backends.ttnn.reference import conv_unfolded, rope_adjacent, swiglu_tiles
-from device_worker.dit import apply_rope
-from device_worker.models import load_dit
-from device_worker.vae import load_vae
+from device_worker.model.dit import apply_rope
+from device_worker.model.load import load_dit
+from device_worker.model.vae import load_vae
 
 
 def _round_trip(dit) -> None:

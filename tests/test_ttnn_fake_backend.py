@@ -13,9 +13,9 @@ from ttnn_fixtures import CARD_CFG, fake_ttnn, one_thread, pcc, random_dit, save
 
 from device_worker.backends.base import JobSpec
 from device_worker.backends.ttnn.reference import DeviceShapedDiT
-from device_worker.models import load_dit
-from device_worker.sampling import Backbone, make_noise
-from device_worker.vae import load_vae
+from device_worker.model.load import load_dit
+from device_worker.model.sampling import Backbone, make_noise
+from device_worker.model.vae import load_vae
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from device_worker.backends.ttnn.convert import convert_dit, convert_vae
 from device_worker.backends.ttnn.precision import DRPrecision
 from device_worker.backends.ttnn.reference import DeviceShapedDiT
 from device_worker.backends.ttnn.reference_vae import DeviceShapedOobleck
-from device_worker.vae import load_vae
+from device_worker.model.vae import load_vae
 
 
 @pytest.fixture(scope="module")

@@ -61,7 +61,7 @@ def backend():
 @pytest.fixture(scope="module")
 def cpu_dit():
     dit, _ = _models_or_skip()
-    from device_worker.models import load_dit
+    from device_worker.model.load import load_dit
 
     return load_dit(dit)  # float32 CPU: the reference
 
@@ -92,7 +92,7 @@ def test_each_block_and_one_dit_call_match_the_cpu_reference(backend, cpu_dit) -
 
 
 def test_vae_window_matches_the_cpu_decoder(backend) -> None:
-    from device_worker.vae import load_vae
+    from device_worker.model.vae import load_vae
 
     _, vae_path = _models_or_skip()
     vae = load_vae(vae_path)
@@ -107,7 +107,7 @@ def test_vae_window_matches_the_cpu_decoder(backend) -> None:
 
 def test_final_latent_of_a_song_matches_the_cpu_sampler(backend, cpu_dit) -> None:
     from device_worker.backends.base import JobSpec
-    from device_worker.sampling import sample
+    from device_worker.model.sampling import sample
 
     n = 2067
     g = torch.Generator().manual_seed(2)

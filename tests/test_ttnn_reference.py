@@ -11,9 +11,9 @@ from ttnn_fixtures import inputs, one_thread, pcc, random_dit  # noqa: F401
 from device_worker.backends.ttnn.convert import convert_vae
 from device_worker.backends.ttnn.reference import DeviceShapedDiT, pad_rows
 from device_worker.backends.ttnn.reference_vae import DeviceShapedOobleck
-from device_worker.models import load_dit
-from device_worker.sampling import make_noise, sample
-from device_worker.vae import load_vae
+from device_worker.model.load import load_dit
+from device_worker.model.sampling import make_noise, sample
+from device_worker.model.vae import load_vae
 
 TOL = 2e-5  # float32: only the order of additions differs (split input projection, unfolded conv)
 

@@ -10,7 +10,7 @@ import torch
 from test_ttnn_fake_backend import reference_song, song_spec
 from ttnn_fixtures import CARD_CFG, random_dit, save_checkpoint
 
-from device_worker.models import load_dit
+from device_worker.model.load import load_dit
 from engine.remote import Worker
 
 TESTS = Path(__file__).resolve().parent

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from device_worker.vae import OobleckVAE, load_vae
+from device_worker.model.vae import OobleckVAE, load_vae
 
 safetensors_torch = pytest.importorskip("safetensors.torch")
 TOL = 1e-4

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from device_worker.model.vae import CheckpointError, OobleckVAE, draw_latent, load_vae, vae_from_state_dict
 from device_worker.shapes import plan_windows
-from device_worker.vae import CheckpointError, OobleckVAE, draw_latent, load_vae, vae_from_state_dict
 
 safetensors_torch = pytest.importorskip("safetensors.torch")
 HOP = 2048
@@ -289,7 +289,12 @@ def test_unreadable_files(tmp_path: Path) -> None:
 def test_release_sized_layouts_map_on_meta(layout: str) -> None:
     """The believed release architecture (channels 128), in weight-norm form, maps onto the model that
     infer_config derives from it; counts are the spec's (decoder 78,122,626 params / 182 keys with g/v)."""
-    from device_worker.vae_checkpoint import OobleckConfig, canonical_state_dict, check_against, infer_config
+    from device_worker.model.vae_checkpoint import (
+        OobleckConfig,
+        canonical_state_dict,
+        check_against,
+        infer_config,
+    )
 
     with torch.device("meta"):
         model = OobleckVAE(OobleckConfig())

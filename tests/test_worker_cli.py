@@ -24,7 +24,7 @@ def test_help_lists_the_flags_and_examples():
 
 
 def test_the_engine_starts_a_worker_with_exactly_its_configuration(tmp_path):
-    w = Worker(dit="ckpt/dit", vae="v.pt", device="cuda:1", precision="float16", mode="upstream", policy="fifo",
+    w = Worker(dit="ckpt/dit", vae="v.pt", device="cuda:1", precision="float16", half_mode="upstream", policy="fifo",
                max_jobs=3, threads=2, lock_dir=str(tmp_path), style="mulan", secret_file=None)
     argv = w.argv()
     assert argv[1:3] == ["-m", "device_worker"]

@@ -151,7 +151,7 @@ def test_policies_change_the_order_never_the_bytes(by_policy, paths, policy):
 def test_encode_returns_the_drawn_latent_and_its_seed(worker, paths):
     import torch
 
-    from device_worker.vae import draw_latent
+    from device_worker.model.vae import draw_latent
 
     _, audio = reference(SONG, *paths)
     latent, seed = worker.encode(audio[:, : 20 * 2048], seed=123)

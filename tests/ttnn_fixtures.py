@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from device_worker.dit import DiT, DiTConfig
+from device_worker.model.dit import DiT, DiTConfig
 
 # Modules that bind `ttnn` at import: dropped before and after each stand-in test so each test gets a fresh
 # import against the stand-in and nothing bound to it survives into other tests.

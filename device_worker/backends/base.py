@@ -6,7 +6,7 @@ Arrays cross this boundary as numpy (bfloat16 as `wire.BF16` bits), so a backend
 torch build (ttnn pins its own) shares nothing with the host but numpy.
 
 `SamplerBackend` is that interface for a backend with a DiT backbone and a windowed decoder: its songs run
-the one sampler (`device_worker.sampling`) on `self.backbone`, so a backend adds only its network.
+the one sampler (`device_worker.model.sampling`) on `self.backbone`, so a backend adds only its network.
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ class SamplerBackend(Backend):
         """torch latent [1, 64, T] -> float32 audio blocks [2, n], one per VAE window."""
 
     def prepare(self, spec: JobSpec) -> JobHandle:
-        from device_worker.sampling import start_song
+        from device_worker.model.sampling import start_song
 
         windows = len(plan_windows(spec.frames, spec.decode_window, spec.decode_overlap))
         if spec.latent is not None:  # decode-only job (RemoteVae): no steps
@@ -224,14 +224,14 @@ class SamplerBackend(Backend):
         return self._track(JobHandle(spec, state, state.total, windows))
 
     def step(self, jobs: Sequence[JobHandle]) -> None:
-        from device_worker.sampling import step_song
+        from device_worker.model.sampling import step_song
 
         for job in jobs:
             step_song(self.backbone, job.state)
             job.steps_done = job.state.k
 
     def latent(self, job: JobHandle) -> Tensor:
-        from device_worker.sampling import finish_song
+        from device_worker.model.sampling import finish_song
 
         lat = finish_song(self.backbone, job.state)  # [1, N, 64] float32; the song's DiT inputs are released
         job.state = None
@@ -250,7 +250,7 @@ class SamplerBackend(Backend):
 
     def free(self, job: JobHandle) -> None:
         if job.state is not None:  # dropped mid-song: the backbone's device inputs first
-            from device_worker.sampling import release_song
+            from device_worker.model.sampling import release_song
 
             release_song(self.backbone, job.state)
         super().free(job)

@@ -72,14 +72,14 @@ class TorchBackend(SamplerBackend):
     name = "torch"
 
     def __init__(self, device: str = "cpu", precision: str = "float32", threads: int | None = None,
-                 mode: str = "mixed", style_path: str | None = None, compile: str = "auto") -> None:
+                 half_mode: str = "mixed", style_path: str | None = None, compile: str = "auto") -> None:
         if precision not in _DTYPES:
             raise ValueError(f"precision {precision!r} is not one of {sorted(_DTYPES)}")
         super().__init__(device, precision)
         self.threads = threads
-        self.mode = mode  # half-precision flavour, see device_worker.sampling
+        self.half_mode = half_mode  # how half weights run (device_worker.model.load.load_dit)
         self.style_path = style_path
-        self.compile = compile  # device_worker.compiled.should_compile
+        self.compile = compile  # device_worker.model.compiled.should_compile
         self.compile_s = 0.0
         self._style_model: Any = None
         self.dit: Any = None
@@ -106,12 +106,13 @@ class TorchBackend(SamplerBackend):
                 raise RuntimeError(f"{self.device} does not exist: this machine has "
                                    f"{torch.cuda.device_count()} CUDA device(s)")
             torch.cuda.set_device(torch.device(self.device))
-        from device_worker.models import load_dit, load_vae
+        from device_worker.model.load import load_dit
+        from device_worker.model.vae import load_vae
 
         progress("dit", 0.05)
         self.dit = self.backbone = load_dit(dit, device=self.device, dtype=getattr(torch, self.precision),
-                                            precision=self.mode)
-        from device_worker.compiled import CompiledDiT, should_compile
+                                            half_mode=self.half_mode)
+        from device_worker.model.compiled import CompiledDiT, should_compile
 
         if should_compile(self.compile, self.device):
             progress("compile", 0.3)  # before READY: the first song pays no compile time
@@ -134,7 +135,7 @@ class TorchBackend(SamplerBackend):
 
     # ---- optional services ---------------------------------------------------------------------------
     def encode(self, audio: np.ndarray, seed: int) -> np.ndarray:
-        from device_worker.vae import draw_latent
+        from device_worker.model.vae import draw_latent
 
         encoded = self.vae.encode(to_torch(audio)[None].to(self.device))  # [1, 128, T]
         return to_numpy(draw_latent(encoded, seed)[0].T)  # [T, 64]
@@ -217,7 +218,7 @@ class TorchBackend(SamplerBackend):
     def info(self) -> dict[str, str]:
         import torch
 
-        out = {"torch": str(torch.__version__), "threads": str(torch.get_num_threads()), "mode": self.mode,
+        out = {"torch": str(torch.__version__), "threads": str(torch.get_num_threads()), "half_mode": self.half_mode,
                "pid": str(os.getpid()), "compile": self.compile_note(), "compile_s": f"{self.compile_s:.1f}"}
         out["compiled"] = str(out["compile"] == "compiled").lower()
         if self.dit is not None:  # what RemoteDiT needs to stand in for the DiT on the host

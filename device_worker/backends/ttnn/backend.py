@@ -1,6 +1,6 @@
 """`TtnnBackend`: the worker's Backend interface on one Tenstorrent p100a.
 
-Songs run the shared sampler (`device_worker.sampling`, through `SamplerBackend`) with the card's DiT as
+Songs run the shared sampler (`device_worker.model.sampling`, through `SamplerBackend`) with the card's DiT as
 its backbone (`tt_dit.TtBackbone`): a guided step is one batch-2 DiT call on the card (conditional row,
 unconditional row), then the guidance and the Euler update on the host in float32, so one seed is the
 same song on every backend (up to the card's bf16 arithmetic). Before a job's VAE windows, its DiT
@@ -67,7 +67,8 @@ class TtnnBackend(SamplerBackend):
 
         from device_worker.backends.torch_backend import model_id
         from device_worker.backends.ttnn.convert import WeightCache, cache_key, convert_dit, convert_vae
-        from device_worker.models import load_dit, load_vae
+        from device_worker.model.load import load_dit
+        from device_worker.model.vae import load_vae
 
         self.model_ids = {"dit": model_id(dit), "vae": model_id(vae)}
         dev = self.card.open()
@@ -162,7 +163,7 @@ class TtnnBackend(SamplerBackend):
         """Upstream's DiT.forward arguments (the RemoteDiT path) -> velocity [B, N, 64] float32."""
         import torch
 
-        from device_worker.dit import drop_inputs
+        from device_worker.model.dit import drop_inputs
 
         t = {k: to_torch(v) for k, v in tensors.items()}
         t = {k: v.float() if v.dtype == torch.bfloat16 else v for k, v in t.items()}

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from device_worker.dit import COND_DIM, N_HEAD, DiTConfig
+from device_worker.model.config import COND_DIM, DiTConfig
 
 LAYOUT_VERSION = 1  # bump when a layout below changes: old cache files are then never read
 TILE = 32
@@ -244,5 +244,5 @@ class WeightCache:
         return weights, False
 
 
-__all__ = ["CONV_GROUPS", "CONV_KERNEL", "LAYOUT_VERSION", "N_HEAD", "WeightCache", "cache_key", "convert_dit",
+__all__ = ["CONV_GROUPS", "CONV_KERNEL", "LAYOUT_VERSION", "WeightCache", "cache_key", "convert_dit",
            "convert_vae", "unconvert_dit", "unconvert_vae_convs"]

@@ -1,7 +1,7 @@
 """The DiT computed exactly the way the card computes it, in plain torch (float32 by default).
 
 This is the oracle for the device path and the CPU check of every layout it depends on: it runs on the
-converted weights (`convert.py`) and must equal the model core (`device_worker.dit`) within float32
+converted weights (`convert.py`) and must equal the model core (`device_worker.model.dit`) within float32
 rounding for any bucket. What the card does differently from the model core, and how padding stays exact:
 - the sequence is padded to a bucket S >= N (`plan.Geometry`); real rows are 0..N-1;
 - lyric features are computed on the UNPADDED sequence (GRN normalises over time) and then zero-padded;
@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from device_worker.backends.ttnn.convert import CONV_KERNEL, TILE, convert_dit
 from device_worker.backends.ttnn.plan import Geometry
-from device_worker.dit import N_HEAD, DiT, fp16_value, rope_inv_freq, text_position_table
+from device_worker.model.dit import DiT, fp16_value, rope_inv_freq, text_position_table
 
 
 def pad_rows(x: torch.Tensor, seq: int) -> torch.Tensor:
@@ -174,7 +174,7 @@ class DeviceShapedDiT:
     def _attention(self, a: torch.Tensor, i: int, song: RefSong) -> torch.Tensor:
         b, s, d = a.shape
         qkv = self._a(a) @ self.w[f"layers.{i}.wqkv"]  # [b, s, 3d]
-        q, k, v = (t.view(b, s, N_HEAD, -1).transpose(1, 2) for t in qkv.split(d, dim=-1))  # [b, h, s, k]
+        q, k, v = (t.view(b, s, self.cfg.n_head, -1).transpose(1, 2) for t in qkv.split(d, dim=-1))  # [b, h, s, k]
         q, k = rope_adjacent(q, song.cos, song.sin), rope_adjacent(k, song.cos, song.sin)
         if song.attn_mask is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)

@@ -5,7 +5,7 @@ The card has no conv1d/ConvTranspose1d of its own: a conv1d is a conv2d over an 
 (0, ceil(s/2)); Snake runs in two passes, sq = sin(alpha x)^2 (a multiply with two fused unary ops), then
 x + sq * inv_beta (one addcmul), with alpha = exp(log alpha) and inv_beta = 1 / (exp(log beta) + 1e-9)
 precomputed per channel. `DeviceShapedOobleck` runs exactly that on `convert_vae` weights so the layouts
-and the plan are checked against the model core (`device_worker.vae`) on CPU.
+and the plan are checked against the model core (`device_worker.model.vae`) on CPU.
 """
 
 from __future__ import annotations

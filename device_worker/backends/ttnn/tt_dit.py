@@ -7,7 +7,7 @@ Per step (`forward`): only x [b, s, 64] fp32 and three fp32 rows per branch go u
 shift); the velocity [b, n, 64] fp32 comes back. Both branches run as one batch-2 call: the weights are
 read once per step and every matmul has twice the rows (DRPrecision.batch_branches).
 
-`TtBackbone` is this DiT as the shared sampler's backbone (`device_worker.sampling.Backbone`).
+`TtBackbone` is this DiT as the shared sampler's backbone (`device_worker.model.sampling.Backbone`).
 
 Trace (DRPrecision.trace): after every bucket has run eagerly (compiled), `capture` allocates each
 bucket's persistent inputs and per-song slots, then records one trace per bucket; a step copies x and
@@ -40,7 +40,7 @@ from device_worker.backends.ttnn.tt_common import (
     upload,
     upload_weight,
 )
-from device_worker.dit import N_HEAD, DiT
+from device_worker.model.dit import DiT
 
 ttnn = require_ttnn()
 
@@ -80,7 +80,7 @@ class TtDiT:
         cfg = dit.cfg
         if cfg.head_dim % 32:
             raise ValueError(f"the ttnn DiT needs a head width that is a multiple of 32 (tiles); "
-                             f"dim {cfg.dim} / 32 heads = {cfg.head_dim}")
+                             f"dim {cfg.dim} / {cfg.n_head} heads = {cfg.head_dim}")
         self.dev, self.cfg, self.prec = dev, cfg, prec
         self.host = DeviceShapedDiT(dit, {k: weights[k] for k in HOST_KEYS})
         self.dit = dit
@@ -239,15 +239,15 @@ class TtDiT:
         b, _, s, d = a.shape
         hd = self.cfg.head_dim
         qkv = self._mm(a, L["wqkv"])  # [b, 1, s, 3d]
-        q, k, v = ttnn.experimental.nlp_create_qkv_heads(qkv, num_heads=N_HEAD, num_kv_heads=N_HEAD,
+        q, k, v = ttnn.experimental.nlp_create_qkv_heads(qkv, num_heads=self.cfg.n_head, num_kv_heads=self.cfg.n_head,
                                                          transpose_k_heads=False, memory_config=MEM)
         free(qkv)
         roped = []
         for t in (q, k):  # prefill RoPE runs batch 1: fold the guidance rows into the heads
-            t1 = ttnn.reshape(t, [1, b * N_HEAD, s, hd])
+            t1 = ttnn.reshape(t, [1, b * self.cfg.n_head, s, hd])
             r = ttnn.experimental.rotary_embedding_llama(t1, sd["cos"], sd["sin"], self.trans_mat,
                                                          is_decode_mode=False, compute_kernel_config=self.cf.norm)
-            roped.append(ttnn.reshape(r, [b, N_HEAD, s, hd]))
+            roped.append(ttnn.reshape(r, [b, self.cfg.n_head, s, hd]))
             free(t)
         kw: dict[str, Any] = {"is_causal": self.cfg.causal}
         if "windows" in sd:
@@ -378,7 +378,7 @@ class TtDiT:
 
 
 class TtBackbone:
-    """`TtDiT` as the shared sampler's backbone (`device_worker.sampling.Backbone`): host tensors in and out,
+    """`TtDiT` as the shared sampler's backbone (`device_worker.model.sampling.Backbone`): host tensors in and out,
     float32 state. A prepared song is a list of `TtSong`: one batch-2 song for both guidance rows, or, with
     `DRPrecision.batch_branches` off (DRS_TTNN_BATCH_BRANCHES=0, the port's way), one batch-1 song per row,
     each its own call, so every traced bucket stays batch 1."""

@@ -28,8 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from device_worker.shapes import DECODE_OVERLAP, DECODE_WINDOW, Window, plan_windows
-from device_worker.vae_checkpoint import (
+from device_worker.model.vae_checkpoint import (
     CheckpointError,
     OobleckConfig,
     canonical_state_dict,
@@ -37,6 +36,7 @@ from device_worker.vae_checkpoint import (
     infer_config,
     read_state_dict,
 )
+from device_worker.shapes import DECODE_OVERLAP, DECODE_WINDOW, Window, plan_windows
 
 __all__ = ["CheckpointError", "OobleckConfig", "OobleckVAE", "draw_latent", "load_vae", "vae_from_state_dict"]
 

@@ -5,8 +5,7 @@ A song's shapes are few and fixed: the latent is the model's whole frame budget 
 step is compiled with static shapes (`dynamic=False`): the graph fuses RMSNorm, RoPE, SwiGLU and the
 residual adds without a dynamic-shape guard, and `warm` compiles it while the worker loads, before READY,
 so a musician's first song pays no compile time (inductor keeps its artefacts on disk, so a later start
-is quicker). q/k/v and gate/up are fused into one matmul each first (`fuse_projections`). `prepare`
-(once per song) stays eager.
+is quicker). `prepare` (once per song) stays eager.
 
 `CompiledDiT` is a `sampling.Backbone`: the sampler drives it exactly as it drives the DiT.
 """
@@ -20,7 +19,8 @@ from typing import Any
 import torch
 
 from device_worker.config import COMPILE_CHOICES
-from device_worker.dit import COND_DIM, DiT
+from device_worker.model.config import COND_DIM
+from device_worker.model.dit import DiT
 
 logger = logging.getLogger(__name__)
 
@@ -51,17 +51,6 @@ def first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0][:200]}" if text else type(exc).__name__
 
 
-def fuse_projections(dit: DiT) -> DiT:
-    """q/k/v and gate/up as one matmul each in every block (fewer, larger GEMMs; same weights, no more
-    memory: the separate matrices are dropped). The model is then for inference only."""
-    for block in dit.transformer_blocks:
-        if not hasattr(block.self_attn, "qkv_proj"):
-            block.self_attn.fuse()
-        if not hasattr(block.mlp, "gate_up_proj"):
-            block.mlp.fuse()
-    return dit
-
-
 class CompiledDiT:
     """The same DiT with `forward_prepared` compiled (static shapes, one graph per batch x frames).
 
@@ -69,11 +58,9 @@ class CompiledDiT:
     runs eager from then on, `failure` says why, and the song goes on: compiling can never stop a worker.
     Once a shape has run compiled, its errors are the model's and propagate."""
 
-    def __init__(self, dit: DiT, *, fuse: bool = True) -> None:
+    def __init__(self, dit: DiT) -> None:
         self.dit = dit
         self.cfg = dit.cfg
-        if fuse:
-            fuse_projections(dit)
         self._step = torch.compile(dit.forward_prepared, dynamic=False)
         self._shapes: set[tuple[int, ...]] = set()  # shapes that ran compiled
         self.failure: str | None = None  # why the step runs eager, once compiling failed

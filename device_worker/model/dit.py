@@ -4,7 +4,7 @@ Einsum legend for the shape comments:
     b - batch (2b when both guidance branches run as one batch)
     n - latent frames (the sequence)
     d - model width (`dim`, 2048 in the release)
-    h - heads (always 32), k - head width (d / 32)
+    h - heads (`n_head`, 32 in every release), k - head width (d / h)
     t - lyric feature width (`text_dim`, 512)
     c - condition width (512: time / start / duration embeddings and the style embedding)
     m - latent channels (`mel_dim`, 64)
@@ -14,10 +14,12 @@ loads with a strict `load_state_dict`. The per-song work (lyric features, text-f
 embeddings, RoPE tables) lives in `prepare()`; `forward_prepared()` is the per-step part and `forward()` is
 the two together, so both paths run the same kernels on the same inputs.
 
+q/k/v and gate/up run as one matmul each (`fuse_on_load`); state dicts in and out keep upstream's names.
+
 Precision: every norm (RMSNorm, LayerNorm, GRN statistic) is computed in float32. With `upcast_residual`
-(set by `load_dit(precision="mixed")` for float16/bfloat16 weights) the residual stream and the RoPE
-rotation stay in float32 too; without it (fp32, or `precision="upstream"`) the model runs in one dtype
-like upstream after `model.half()`.
+(`load_dit(half_mode="mixed")` for float16/bfloat16 weights) the residual stream and the RoPE rotation
+stay in float32 too; without it (fp32, or `half_mode="upstream"`) the model runs in one dtype like
+upstream after `model.half()`.
 """
 
 from __future__ import annotations
@@ -29,39 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-COND_DIM = 512  # width of time/start/duration embeddings and of the style embedding (upstream constant)
-N_HEAD = 32  # upstream never passes `heads` to LlamaConfig, whose default is 32
-
-
-@dataclass
-class DiTConfig:
-    dim: int = 2048
-    depth: int = 16
-    heads: int = 32  # read from upstream configs but ignored, exactly as upstream does (see N_HEAD)
-    ff_mult: int = 4
-    text_dim: int = 512  # must be 512: upstream's text-fusion linears take COND_DIM inputs
-    conv_layers: int = 4
-    mel_dim: int = 64
-    text_num_embeds: int = 363  # phone ids 1..363; the embedding has one more row for filler id 0
-    max_frames: int = 2048  # 2048 base, 6144 full
-    causal: bool = False  # v1.0 checkpoints ran causal SDPA (no mask passed); v1.2 is bidirectional
-    duration_embed: bool | None = None  # None: present iff max_frames == 6144 (v1.2 full)
-    text_max_pos: int | None = None  # clamp of the lyric position table; None: max_frames (v1.0 used 4096)
-
-    def __post_init__(self) -> None:
-        if self.duration_embed is None:
-            self.duration_embed = self.max_frames == 6144
-        if self.text_max_pos is None:
-            self.text_max_pos = self.max_frames
-        if self.dim % (2 * N_HEAD):
-            raise ValueError(f"dim {self.dim} must be a multiple of {2 * N_HEAD} (32 heads, even RoPE width)")
-        if self.text_dim != COND_DIM:
-            raise ValueError(f"text_dim must be {COND_DIM} (upstream text fusion takes {COND_DIM} inputs)")
-
-    @property
-    def head_dim(self) -> int:
-        return self.dim // N_HEAD
-
+from device_worker.model.config import COND_DIM, DiTConfig
 
 # ---------------------------------------------------------------------------------------------------------
 # position tables: recomputed per device, never `.to(dtype)`-ed with the weights
@@ -83,7 +53,8 @@ def rope_inv_freq(head_dim: int, exact: bool, device: torch.device | str = "cpu"
     return inv if exact else round_fp16(inv)
 
 
-def text_position_table(dim: int, n: int, max_pos: int, exact: bool, device: torch.device | str = "cpu"):
+def text_position_table(dim: int, n: int, max_pos: int, exact: bool,
+                        device: torch.device | str = "cpu") -> torch.Tensor:
     """Lyric sinusoid rows for frames 0..n-1 (clamped at max_pos-1): [n, t], cos half first."""
     freqs = 1.0 / (10000.0 ** (torch.arange(0, dim, 2, device=device)[: dim // 2].float() / dim))
     pos = torch.arange(n, device=device).clamp(max=max_pos - 1)
@@ -227,33 +198,39 @@ class RMSNorm(nn.Module):
         return self.weight * h.to(self.weight.dtype)  # returns the weight dtype (the matmul dtype)
 
 
+def fuse_on_load(module: nn.Module, fused: str, parts: tuple[str, ...]) -> None:
+    """Run the checkpoint's Linears `parts` (same input, no bias) as one Linear `fused`: their weights are
+    concatenated as a state dict loads and split again (views) when one is written, so checkpoints keep
+    upstream's names and `forward` has one path (gpt-fast's load hook). Fewer, larger GEMMs; no more memory."""
+
+    def join(state_dict: dict, prefix: str, *args: object) -> None:
+        names = [f"{prefix}{p}.weight" for p in parts]
+        if all(n in state_dict for n in names):
+            state_dict[f"{prefix}{fused}.weight"] = torch.cat([state_dict.pop(n) for n in names])
+
+    def split(mod: nn.Module, state_dict: dict, prefix: str, local_metadata: object) -> None:
+        weight = state_dict.pop(f"{prefix}{fused}.weight")
+        for p, chunk in zip(parts, weight.chunk(len(parts)), strict=True):
+            state_dict[f"{prefix}{p}.weight"] = chunk
+
+    module._register_load_state_dict_pre_hook(join)
+    module.register_state_dict_post_hook(split)
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: DiTConfig):
         super().__init__()
-        self.head_dim = cfg.head_dim
-        self.causal = cfg.causal
-        self.q_proj = Linear(cfg.dim, cfg.dim, bias=False)
-        self.k_proj = Linear(cfg.dim, cfg.dim, bias=False)
-        self.v_proj = Linear(cfg.dim, cfg.dim, bias=False)
+        self.n_head, self.head_dim, self.causal = cfg.n_head, cfg.head_dim, cfg.causal
+        self.qkv_proj = Linear(cfg.dim, 3 * cfg.dim, bias=False)  # checkpoints: q_proj | k_proj | v_proj
         self.o_proj = Linear(cfg.dim, cfg.dim, bias=False)
-
-    def fuse(self) -> None:
-        """One (d -> 3d) matmul for q, k and v instead of three (inference only: the checkpoint's three
-        weights are concatenated and dropped)."""
-        w = torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight))
-        self.qkv_proj = Linear(w.shape[1], w.shape[0], bias=False, device=w.device, dtype=w.dtype)
-        self.qkv_proj.weight = nn.Parameter(w, requires_grad=False)
-        del self.q_proj, self.k_proj, self.v_proj
+        fuse_on_load(self, "qkv_proj", ("q_proj", "k_proj", "v_proj"))
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         b, n, d = x.shape
-        if hasattr(self, "qkv_proj"):
-            q, k, v = self.qkv_proj(x).split(d, dim=-1)
-        else:
-            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
-        q = q.reshape(b, n, N_HEAD, self.head_dim).transpose(1, 2)  # (b, h, n, k)
-        k = k.reshape(b, n, N_HEAD, self.head_dim).transpose(1, 2)
-        v = v.reshape(b, n, N_HEAD, self.head_dim).transpose(1, 2)
+        q, k, v = self.qkv_proj(x).split(d, dim=-1)
+        q = q.reshape(b, n, self.n_head, self.head_dim).transpose(1, 2)  # (b, h, n, k)
+        k = k.reshape(b, n, self.n_head, self.head_dim).transpose(1, 2)
+        v = v.reshape(b, n, self.n_head, self.head_dim).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         # v1.2 passes an all-zero mask (full attention); dropping it is exact and unlocks flash kernels
         y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)  # (b, h, n, k)
@@ -264,22 +241,12 @@ class FeedForward(nn.Module):
     def __init__(self, cfg: DiTConfig):
         super().__init__()
         hidden = cfg.dim * cfg.ff_mult
-        self.gate_proj = Linear(cfg.dim, hidden, bias=False)
-        self.up_proj = Linear(cfg.dim, hidden, bias=False)
+        self.gate_up_proj = Linear(cfg.dim, 2 * hidden, bias=False)  # checkpoints: gate_proj | up_proj
         self.down_proj = Linear(hidden, cfg.dim, bias=False)
-
-    def fuse(self) -> None:
-        """One (d -> 2 hidden) matmul for the gate and up projections (inference only, as Attention.fuse)."""
-        w = torch.cat((self.gate_proj.weight, self.up_proj.weight))
-        self.gate_up_proj = Linear(w.shape[1], w.shape[0], bias=False, device=w.device, dtype=w.dtype)
-        self.gate_up_proj.weight = nn.Parameter(w, requires_grad=False)
-        del self.gate_proj, self.up_proj
+        fuse_on_load(self, "gate_up_proj", ("gate_proj", "up_proj"))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if hasattr(self, "gate_up_proj"):
-            gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        else:
-            gate, up = self.gate_proj(x), self.up_proj(x)
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
         return self.down_proj(F.silu(gate) * up)  # SwiGLU
 
 
@@ -339,11 +306,11 @@ def drop_inputs(cond: torch.Tensor, text: torch.Tensor, style: torch.Tensor, dro
 
 
 class DiT(nn.Module):
-    def __init__(self, cfg: DiTConfig, *, exact_buffers: bool = False):
+    def __init__(self, cfg: DiTConfig, *, exact_buffers: bool = False, upcast_residual: bool = False):
         super().__init__()
         self.cfg = cfg
         self.exact_buffers = exact_buffers  # False: fp16-rounded tables, like upstream's model.half()
-        self.upcast_residual = False  # see module docstring; set by load_dit(precision="mixed")
+        self.upcast_residual = upcast_residual  # see the module docstring; load_dit(half_mode="mixed")
         self.time_embed = TimestepEmbedding()
         self.start_time_embed = TimestepEmbedding()
         if cfg.duration_embed:

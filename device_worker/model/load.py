@@ -1,4 +1,4 @@
-"""Loading DiffRhythm checkpoints strictly: `load_dit` (this file) and `load_vae` (device_worker.vae).
+"""Loading DiffRhythm DiT checkpoints strictly (`load_dit`; the VAE's loader is `vae.load_vae`).
 
 Release format: `torch.save({"model_state_dict": OrderedDict})`, fp16 tensors, every key prefixed
 `transformer.` (upstream's CFM wrapper). Upstream loads with `strict=False` and silently keeps random
@@ -16,41 +16,16 @@ from typing import Any
 
 import torch
 
-from device_worker.checkpoints import CheckpointError, check_keys
-from device_worker.dit import DiT, DiTConfig
-
-# The released architecture (upstream config/diffrhythm-1b.json) for each published checkpoint.
-# Parameter counts: 1.2 base 1,109,315,648; 1.2 full 1,109,709,888 (+ duration embedding).
-_RELEASE = dict(dim=2048, depth=16, heads=32, ff_mult=4, text_dim=512, conv_layers=4, mel_dim=64,
-                text_num_embeds=363)
-PRESETS: dict[str, dict[str, Any]] = {
-    "diffrhythm-1.2-base": dict(_RELEASE, max_frames=2048),
-    "diffrhythm-1.2-full": dict(_RELEASE, max_frames=6144),
-    # v1.0: causal attention (no mask was passed), no duration embedding, lyric positions clamped at 4096
-    "diffrhythm-1.0-base": dict(_RELEASE, max_frames=2048, causal=True, duration_embed=False, text_max_pos=4096),
-    "diffrhythm-1.0-full": dict(_RELEASE, max_frames=6144, causal=True, duration_embed=False, text_max_pos=4096),
-}
-PRECISIONS = ("mixed", "upstream")
+from device_worker.model.checkpoints import CheckpointError, check_keys
+from device_worker.model.config import HALF_MODES, PRESETS, DiTConfig
+from device_worker.model.dit import DiT
 
 
-def load_vae(*args: Any, **kwargs: Any):
-    """`device_worker.vae.load_vae` (imported lazily so this module works without the VAE code)."""
-    from device_worker.vae import load_vae as _load_vae
-
-    return _load_vae(*args, **kwargs)
-
-
-def config_from_name(name: str) -> DiTConfig:
-    if name not in PRESETS:
-        raise ValueError(f"unknown model name {name!r}; known: {', '.join(PRESETS)}")
-    return DiTConfig(**PRESETS[name])
-
-
-def _config_from_upstream(cfg: dict[str, Any], state: dict[str, torch.Tensor] | None) -> DiTConfig:
+def config_from_upstream(cfg: dict[str, Any], state: dict[str, torch.Tensor] | None) -> DiTConfig:
     """Upstream JSON `{"model_type", "model": {...}, "max_frames"?}` (+ optional "version"/"causal")."""
     model = dict(cfg.get("model", cfg))
     known = {f for f in DiTConfig.__dataclass_fields__}
-    kwargs = {k: v for k, v in model.items() if k in known}
+    kwargs = {k: v for k, v in model.items() if k in known}  # `heads` is not passed on, as upstream (config.py)
     for key in ("max_frames", "causal", "duration_embed", "text_max_pos"):
         if key in cfg and key not in kwargs:
             kwargs[key] = cfg[key]
@@ -130,22 +105,22 @@ def load_dit(
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
     exact_buffers: bool = False,
-    precision: str = "mixed",
+    half_mode: str = "mixed",
 ) -> DiT:
     """Build the DiT for `checkpoint` and load it strictly.
 
     checkpoint: a `cfm_model.pt` / `.safetensors` file or a folder holding one (and maybe `config.json`).
-    config: a preset name (`PRESETS`), upstream's JSON (dict or path), a DiTConfig, or None (folder's
+    config: a preset name (`config.PRESETS`), upstream's JSON (dict or path), a DiTConfig, or None (folder's
         config.json, else inferred from the tensor shapes; max_frames 6144 iff a duration embedding exists).
         Nothing in a v1.0 checkpoint tells it apart from v1.2: pass `diffrhythm-1.0-base/full` (causal
         attention) or `"version": "1.0"` in the JSON for those.
     exact_buffers: exact fp32 RoPE / lyric position tables instead of upstream's fp16-rounded ones.
-    precision: for float16/bfloat16 only. "mixed" keeps the residual stream, RoPE rotation and sampler
+    half_mode: for float16/bfloat16 only. "mixed" keeps the residual stream, RoPE rotation and sampler
         arithmetic in float32 (recommended on GPUs); "upstream" runs everything in `dtype` like
         upstream's `model.half()`. Norms are computed in float32 in both.
     """
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+    if half_mode not in HALF_MODES:
+        raise ValueError(f"half_mode must be one of {HALF_MODES}, not {half_mode!r}")
     path, folder_config = _resolve(checkpoint)
     state = read_state_dict(path)
     if config is None and folder_config is not None:
@@ -153,17 +128,16 @@ def load_dit(
     if isinstance(config, DiTConfig):
         cfg = config
     elif isinstance(config, str) and config in PRESETS:
-        cfg = config_from_name(config)
+        cfg = DiTConfig.from_name(config)
     elif isinstance(config, (str, os.PathLike)):
-        cfg = _config_from_upstream(json.loads(Path(config).read_text()), state)
+        cfg = config_from_upstream(json.loads(Path(config).read_text()), state)
     elif isinstance(config, dict):
-        cfg = _config_from_upstream(config, state)
+        cfg = config_from_upstream(config, state)
     else:
         cfg = _config_from_state(state)
+    upcast = half_mode == "mixed" and dtype in (torch.float16, torch.bfloat16)
     with torch.device("meta"):  # no memory for random init: every tensor comes from the file
-        model = DiT(cfg, exact_buffers=exact_buffers)
+        model = DiT(cfg, exact_buffers=exact_buffers, upcast_residual=upcast)
     check_state_dict(model, state, source=f"{path} (config {asdict(cfg)})")
     model.load_state_dict(state, strict=True, assign=True)
-    model = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
-    model.upcast_residual = precision == "mixed" and dtype in (torch.float16, torch.bfloat16)
-    return model
+    return model.to(device=device, dtype=dtype).eval().requires_grad_(False)

@@ -12,10 +12,10 @@ start/duration embeddings and RoPE tables are computed once per song (`Backbone.
 
 Precision modes (the DiT's dtype and `load_dit(precision=...)` choose):
 - float32: the reference; reproduces upstream's fp32 runs to ~1e-6 on CPU (use no TF32 on GPUs).
-- float16 / bfloat16, precision="mixed" (for GPUs): matmuls, attention and convolutions in half precision;
+- float16 / bfloat16, half_mode="mixed" (for GPUs): matmuls, attention and convolutions in half precision;
   RMSNorm/LayerNorm/GRN statistics, the residual stream, the RoPE rotation, the time grid, the guidance
   arithmetic (which multiplies the branch difference by cfg = 4) and the Euler state in float32.
-- float16, precision="upstream": everything in float16 as upstream after `model.half()` (fp16 time grid,
+- float16, half_mode="upstream": everything in float16 as upstream after `model.half()` (fp16 time grid,
   fp16 guidance and Euler state); norms still computed in float32. Matches upstream's fp16 CPU reference
   within its tolerance.
 
@@ -36,7 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from device_worker import controls
-from device_worker.dit import drop_inputs, fp16_value
+from device_worker.model.dit import drop_inputs, fp16_value
 
 __all__ = ["Backbone", "Cancelled", "SongState", "sample", "start_song", "step_song", "finish_song", "release_song",
            "make_noise"]

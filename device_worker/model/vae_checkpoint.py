@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from device_worker.checkpoints import CheckpointError, check_keys, show_keys
+from device_worker.model.checkpoints import CheckpointError, check_keys, show_keys
 
 
 @dataclass(frozen=True)
