@@ -121,6 +121,7 @@ class Services:
         with self._changed:
             self.engine = engine
             self.runner = TakeRunner(engine, self.store)
+            self.runner.model_loading = lambda: bool(self.model_status.loading)
             self.model_status = status
 
     def lyric_tokenizer(self) -> Any:
