@@ -35,7 +35,7 @@ class WorkerConfig:
     vae: str = _opt(None, "VAE checkpoint (vae_model.pt)", required=True, path=True)
     bind: str = _opt("", "ipc://PATH or tcp://127.0.0.1:PORT (another host needs --secret-file)", required=True)
     backend: str = _opt("torch", "torch (CPU/CUDA) or ttnn")
-    device: str = _opt("cpu", "cpu, cuda:N, or the ttnn device id")
+    device: str = _opt("auto", "auto (CUDA if visible, else MPS, else the CPU), cpu, cuda:N, mps, or the ttnn device id")
     style: str | None = _opt(None, "style model (MuQ-MuLan) checkpoint; omit to run without", path=True)
     precision: str = _opt("auto", "weights and compute precision; auto: bfloat16 (mixed) on CUDA and on CPUs with "
                           "native bfloat16 (AMX), float16 on MPS, float32 on other CPUs and for ttnn (its own "

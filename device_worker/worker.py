@@ -17,6 +17,7 @@ import signal
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 
 import msgspec
 import zmq
@@ -27,6 +28,7 @@ from device_worker.backends import make_backend
 from device_worker.backends.torch_backend import cpu_has_native_bf16
 from device_worker.config import WorkerConfig, resolve_precision
 from device_worker.core import WorkerCore, check_call
+from device_worker.devices import resolve_device
 from device_worker.lifecycle import DeviceLock, check_bind, clean_stale_ipc, ipc_path, rss_bytes
 from device_worker.scheduler import Call, Scheduler
 
@@ -40,6 +42,7 @@ class WorkerServer:
     """The worker process: ROUTER socket + IO thread around a WorkerCore on the main thread."""
 
     def __init__(self, cfg: WorkerConfig) -> None:
+        cfg = replace(cfg, device=resolve_device(cfg.backend, cfg.device))  # before the lock and precision
         self.cfg = cfg
         self.secret = cfg.secret if cfg.secret is not None else wire.read_secret(cfg.secret_file)
         self.limits = P.Limits(max_jobs=cfg.max_jobs)

@@ -78,6 +78,7 @@ class Pool:
         self._next_index = len(self.slots)
         self._cond = threading.Condition()
         self._closed = False
+        self._failure: str | None = None  # why start() gave up: what takes queued meanwhile fail with
         self.device_seconds = 0.0  # worker-measured compute (prepare + steps + decode) of finished takes
         self._monitor = threading.Thread(target=self._watch, name="pool-monitor", daemon=True)
 
@@ -104,8 +105,10 @@ class Pool:
                                                                 for s in self.slots))
             if not any(s.state == "ready" for s in self.slots):
                 errors = "; ".join(f"{s.name}: {s.reason or s.state}" for s in self.slots)
+                with self._cond:
+                    self._failure = f"no worker started: {errors}"
                 self.close()
-                raise NoWorkerError(f"no worker started: {errors}")
+                raise NoWorkerError(self._failure)
         self._monitor.start()
         return self
 
@@ -284,6 +287,8 @@ class Pool:
         t0 = time.perf_counter()
         with self._cond:
             while True:
+                if self._failure:  # takes queued while the workers started fail with the workers' reason
+                    raise NoWorkerError(self._failure)
                 if self._closed:
                     raise RuntimeError("the engine is shutting down")
                 if unit.ctx.stopping:
@@ -400,9 +405,12 @@ class Pool:
             with self._cond:
                 ready = [s for s in self.slots if s.state == "ready"]
                 if not ready:
+                    # No time limit: a first song's style waits for the model to load, however long it takes.
                     self._cond.wait_for(lambda: self._closed or any(s.state == "ready" for s in self.slots)
-                                        or not any(self._coming(s) for s in self.slots), 30)
+                                        or not any(self._coming(s) for s in self.slots))
                     ready = [s for s in self.slots if s.state == "ready"]
+                if not ready and self._failure:
+                    raise NoWorkerError(self._failure)
                 if not ready:
                     raise NoWorkerError(f"no worker is up to run {what}: "
                                         + "; ".join(s.status() for s in self.slots))

@@ -220,7 +220,8 @@ def register(svc: Services) -> None:
         if problem:
             raise gr.Error(problem)
         try:
-            return layout_request_lyrics(SongRequest(lyrics=lyrics, duration=float(duration))).to_dict()
+            return layout_request_lyrics(SongRequest(lyrics=lyrics, duration=float(duration)),
+                                           tokenizer=svc.lyric_tokenizer()).to_dict()
         except Exception as exc:  # noqa: BLE001 - worded for the musician, never a traceback
             log.exception("lyrics report failed")
             raise gr.Error(f"These lyrics cannot be laid out: {exc}") from None
@@ -238,8 +239,16 @@ def register(svc: Services) -> None:
         except Exception as exc:
             raise gr.Error(str(exc)) from None
 
+    def status() -> dict:
+        """Whether songs can be made now: `ready`; `loading` (what the workers are doing: submit anyway,
+        the take waits for them); `problem` (why they did not start); `workers` (device, precision, step);
+        `message`, the page's status line."""
+        st = svc.model_status
+        return {"ready": st.ready, "loading": st.loading, "problem": st.problem, "missing": list(st.missing),
+                "label": st.label, "workers": st.workers, "message": st.banner_markdown()}
+
     for fn in (submit, take, follow, cancel, retry, set_take, takes, sessions, share, revoke, shared, copy_shared,
-               save_style, styles, lyrics_report, time_lyrics):
+               save_style, styles, lyrics_report, time_lyrics, status):
         gr.api(fn, api_name=fn.__name__, concurrency_limit=svc.config.follow_concurrency if fn is follow else 8,
                concurrency_id="follow" if fn is follow else None)
 

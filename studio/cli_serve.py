@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from studio.runtime_options import WorkerPlan, default_data_dir, model_options, resolve_models
+from studio.services import worker_summary
 
 log = logging.getLogger("studio.serve")
 
@@ -101,13 +102,14 @@ def _load_engine(svc: Any, data_dir: Path, model: str, dits: tuple[str, ...], va
         svc.model_status = ModelStatus(ready=False, loading=f"starting {what}")
         cfg = EngineConfig(data_dir, models, workers=specs, policy="fair", **plan.engine_options(),
                            crop_frames=crop if models.test else None)
-        engine = Engine(cfg)
+        # The engine first, its workers after: takes submitted meanwhile queue and run when one is ready.
+        engine = Engine(cfg, start=False)
         label = LABEL if models.test else "DiffRhythm 1.2"
-        workers = ", ".join(f"{s.name} {s.precision}" for s in specs)
-        if plan.ray:
-            workers = f"{len(engine.pool.slots)} on the {plan.describe()}, {specs[0].precision}"
-        svc.attach_engine(engine, ModelStatus(ready=True, label=label, workers=workers))
-        log.info("[serve] ready: %s on %s", label, workers)
+        svc.attach_engine(engine, ModelStatus(ready=False, label=label, loading=f"starting {what}"))
+        engine.pool.start()
+        status = ModelStatus(ready=True, label=label, **worker_summary(engine.pool.worker_info()))
+        svc.model_status = status
+        log.info("[serve] ready: %s on %s", label, status.workers)
     except Exception as exc:
         log.exception("[serve] the workers did not start")
         reason = (str(exc).splitlines() or [type(exc).__name__])[0]

@@ -39,7 +39,8 @@ class Handlers(TakeHandlers):
         if problem:
             return f"<div class='lyric-report bad'>Cannot lay these lyrics out: {html.escape(problem)}</div>"
         try:
-            layout = layout_request_lyrics(SongRequest(lyrics=lyrics, duration=float(duration)))
+            layout = layout_request_lyrics(SongRequest(lyrics=lyrics, duration=float(duration)),
+                                           tokenizer=self.svc.lyric_tokenizer())
         except Exception as exc:  # show the problem where the musician types, never a stack trace
             return f"<div class='lyric-report bad'>Cannot lay these lyrics out: {html.escape(str(exc))}</div>"
         return present.lyric_report_html(layout)

@@ -45,7 +45,8 @@ def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--worker", "workers", multiple=True, metavar="ADDR",
                      help="A running worker (tcp://host:port); repeat for several. Default: start one locally."),
         click.option("--device", "devices", multiple=True,
-                     help="Start a local worker on this device (cpu, cuda:0, ...); repeat."),
+                     help="Start a local worker on this device (auto, cpu, cuda:0, mps, ...); repeat. "
+                          "Default: one on auto (the worker picks CUDA if visible, else MPS, else the CPU)."),
         click.option("--backend", default="torch", help="Worker backend for local workers (torch, ttnn)."),
         click.option("--precision", default="auto", type=click.Choice(list(PRECISIONS)),
                      help="Local workers' precision. auto: bfloat16 (mixed) on CUDA, float32 on the CPU; "
@@ -71,7 +72,7 @@ def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class WorkerPlan:
-    """Which workers a command runs: running ones by address, local ones per device (default: one on the CPU)."""
+    """Which workers a command runs: running ones by address, local ones per device (default: one on the best device, chosen by the worker)."""
 
     def __init__(self, workers: tuple[str, ...], devices: tuple[str, ...], backend: str, precision: str,
                  secret_file: str | None, threads: int | None, lock_dir: str | None = None,
@@ -99,7 +100,7 @@ class WorkerPlan:
 
         out = [WorkerSpec(address=a, secret_file=self.secret_file) for a in self.workers]
         out += [WorkerSpec(device=d, backend=self.backend, precision=self.precision, threads=self.threads)
-                for d in (self.devices or (() if self.workers else ("cpu",)))]
+                for d in (self.devices or (() if self.workers else ("auto",)))]
         return out
 
 

@@ -9,6 +9,7 @@ import hashlib
 import logging
 import os
 import shutil
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,12 +46,14 @@ class ModelStatus:
 
     def banner_markdown(self) -> str:
         if self.loading:
-            return f"… **Loading the model:** {self.loading} — the page works meanwhile; Generate waits for it."
+            return (f"… **Loading the model:** {self.loading} — the page works meanwhile; press Generate now "
+                    "and the take waits for the model.")
+        running = f" Running on {self.workers}." if self.workers else ""
         if self.ready and "TEST" in self.label.upper():
             return (f"**{self.label}** — the whole studio works, but every song is noise: load the real "
-                    f"weights with `{self.fetch_command}` and restart without `--model test`.")
+                    f"weights with `{self.fetch_command}` and restart without `--model test`.{running}")
         if self.ready:
-            return ""
+            return f"**{self.label or 'The model'}** is ready.{running}"
         if self.problem:
             return (f"⚠ **Songs cannot be made: {self.problem}**\n\nThe page works meanwhile; fix the cause "
                     "and restart `studio serve` (the log has the worker's last lines).")
@@ -67,6 +70,23 @@ class ModelStatus:
         return "\n".join(lines)
 
 
+def worker_summary(infos: list[dict[str, Any]]) -> dict[str, str]:
+    """`ModelStatus.workers` from the pool's worker info: where each ready worker runs, in which precision,
+    and whether its step is compiled (a failed compile is said, so a slow step has its reason on the page)."""
+    parts = []
+    for info in infos:
+        if info.get("state", "ready") != "ready":
+            continue
+        text = f"{info.get('device', '?')}, {info.get('precision', '?')}"
+        note = str(info.get("compile", "") or "")
+        if note == "compiled":
+            text += ", compiled step"
+        elif note.startswith("uncompiled"):
+            text += f", step runs {note.splitlines()[0][:160]}"
+        parts.append(text)
+    return {"workers": "; ".join(parts)}
+
+
 class Services:
     def __init__(self, store: Store, config: StudioConfig, *, engine: Any = None,
                  model_status: ModelStatus | None = None) -> None:
@@ -77,6 +97,7 @@ class Services:
         adopted = store.adopt_ownerless(self.identity.cli_owner())
         if adopted:
             log.info("[studio] %d session(s) without an owner now belong to this machine's token", adopted)
+        self._changed = threading.Condition()
         self.engine = engine
         self.runner = TakeRunner(engine, store) if engine is not None else None
         self.model_status = model_status or ModelStatus(ready=engine is not None)
@@ -84,11 +105,46 @@ class Services:
         for d in (config.uploads_dir, config.styles_dir, config.cache_dir):
             d.mkdir(parents=True, exist_ok=True)
 
+    @property
+    def model_status(self) -> ModelStatus:
+        return self._model_status
+
+    @model_status.setter
+    def model_status(self, status: ModelStatus) -> None:
+        with self._changed:
+            self._model_status = status
+            self._changed.notify_all()
+
     def attach_engine(self, engine: Any, status: ModelStatus) -> None:
-        """Called once the workers are up (serve starts them in the background so the page opens first)."""
-        self.engine = engine
-        self.runner = TakeRunner(engine, self.store)
-        self.model_status = status
+        """Called once the model files are found, before the workers are ready (serve starts them in the
+        background so the page opens first): from here on takes queue, and run when a worker is up."""
+        with self._changed:
+            self.engine = engine
+            self.runner = TakeRunner(engine, self.store)
+            self.runner.model_loading = lambda: bool(self.model_status.loading)
+            self.model_status = status
+
+    def lyric_tokenizer(self) -> Any:
+        """The g2p the takes will use, for the live lyric report: the engine's once it is attached; before
+        that the test model's own vocabulary (`--model test`), else the model files' (the default lookup)."""
+        tokenizer = getattr(self.engine, "tokenizer", None)
+        if callable(tokenizer):
+            return tokenizer()
+        if self.config.test_model:
+            from studio.testmodel import lyric_tokenizer
+
+            return lyric_tokenizer()
+        from engine.lyrics.layout import default_tokenizer
+
+        return default_tokenizer()
+
+    def wait_for_runner(self, timeout_s: float) -> TakeRunner | None:
+        """The take runner, waiting up to `timeout_s` while the model files are still being prepared (the
+        test model writes its files, or hub files are being found): a Generate pressed in the first seconds
+        is queued rather than refused. None when there is none (files missing, workers failed, timeout)."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.runner is not None or not self._model_status.loading, timeout_s)
+            return self.runner
 
     def close(self) -> None:
         if self.runner is not None:

@@ -14,6 +14,10 @@ from studio.config import PathRefused
 from studio.forms import ComposeForm, FormError
 from studio.store import SessionInfo, StoreError, TakeInfo
 
+# How long Generate waits for the model files to be found (or the test model written) before it is refused;
+# once they are, takes queue until a worker is ready, however long that takes.
+WAIT_FOR_MODEL_FILES_S = 90.0
+
 
 class SongRefused(ValueError):
     """The request cannot run; `.problems` lists each reason once."""
@@ -37,7 +41,7 @@ def validate(svc: Any, request: Any) -> Any:
 
 def start(svc: Any, owner: str, session: SessionInfo | None, form: ComposeForm) -> Started:
     """Queue `form` for `owner`, into `session` (verified as the owner's by the caller) or a new one."""
-    if svc.runner is None:
+    if svc.wait_for_runner(WAIT_FOR_MODEL_FILES_S) is None or svc.model_status.problem:
         raise SongRefused([svc.model_status.banner_markdown()], "Songs cannot be made yet")
     try:
         request = form.to_request(svc.store, svc.config)
@@ -61,7 +65,7 @@ def start(svc: Any, owner: str, session: SessionInfo | None, form: ComposeForm) 
 
 def retry(svc: Any, take: TakeInfo) -> TakeInfo:
     """Render a take again with its request and recorded seed; the new take is named after the old."""
-    if svc.runner is None:
+    if svc.wait_for_runner(WAIT_FOR_MODEL_FILES_S) is None or svc.model_status.problem:
         raise SongRefused([svc.model_status.banner_markdown()], "Songs cannot be made yet")
     from engine.request import SongRequest
 

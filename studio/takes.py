@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -82,6 +82,8 @@ class TakeRunner:
         self._lock = threading.Condition()
         self._live: dict[str, Live] = {}
         self._jobs: dict[str, Any] = {}  # take id -> engine job
+        # True while the model loads (set by Services): waiting takes say so, with their place in line.
+        self.model_loading: Callable[[], bool] = lambda: False
 
     # ------------------------------------------------------------------ submit / cancel
     def submit(self, session_id: str, request: Any, *, parent_id: str | None = None,
@@ -109,6 +111,9 @@ class TakeRunner:
             for i, t in enumerate(takes):
                 self._live[t.id] = Live(t.id, seed=t.seed)
                 self._jobs[t.id] = (job, i)
+        if self.model_loading():
+            for t in takes:
+                self._say_waiting_for_model(t.id)
         threading.Thread(
             target=self._mirror, args=(job, [t.id for t in takes]), name=f"take-{job.id}", daemon=True
         ).start()
@@ -196,7 +201,10 @@ class TakeRunner:
 
         try:
             for e in job:
-                if isinstance(e, ev.Queued):
+                if isinstance(e, (ev.Queued, ev.Preparing)) and self.model_loading():
+                    for tid in take_ids:  # nothing runs before a worker is up: say so, and where it stands
+                        self._say_waiting_for_model(tid)
+                elif isinstance(e, ev.Queued):
                     for i, tid in enumerate(take_ids):
                         if i in e.takes:  # in line: takes ahead of it, its own siblings included
                             k = e.takes.index(i)
@@ -246,6 +254,15 @@ class TakeRunner:
             with self._lock:
                 for tid in take_ids:
                     self._jobs.pop(tid, None)
+
+    def _say_waiting_for_model(self, take_id: str) -> None:
+        """Phase "waiting for the model to load" with the take's place among the takes waiting with it."""
+        with self._lock:
+            waiting = [t for t, lv in self._live.items() if lv.status in (QUEUED, RUNNING)]
+        place = waiting.index(take_id) + 1 if take_id in waiting else 1
+        phase = f"waiting for the model to load ({ordinal(place)} in line)"
+        self._set_live(take_id, status=QUEUED, queue_position=place, phase=phase)
+        self.store.update_take(take_id, status=QUEUED, phase=phase)
 
     def _add_chunk(self, take_id: str, audio: np.ndarray, start: int = -1) -> None:
         with self._lock:
@@ -335,6 +352,11 @@ class TakeRunner:
         finished = [t for t, x in self._live.items() if x.status in FINAL_STATUSES]
         for tid in finished[:-KEEP_FINISHED] if len(finished) > KEEP_FINISHED else []:
             del self._live[tid]
+
+
+def ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def queue_phase(place: int) -> str:

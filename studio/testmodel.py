@@ -11,11 +11,13 @@ Layout (what `engine.config.Models` points at):
     vae_model.pt                           Oobleck VAE, hop 2048, 4 base channels (state dict)
     mulan/{config.json, pytorch_model.bin, muq/config.json, text/{config.json, tokenizer.json}}
     vocal.npy                              negative style, [1, 512] unit vector
+    vocab.json                             phone vocabulary: punctuation + English IPA phones (ours)
 torch, transformers and tokenizers are imported only when the files must be written.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -27,7 +29,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 LABEL = "TEST MODEL: tiny random weights, noise not music"
-VERSION = 1  # bump when the layout or sizes change, so old folders are rebuilt
+VERSION = 2  # bump when the layout or sizes change, so old folders are rebuilt
 DIT = {"dim": 64, "depth": 2, "heads": 32, "ff_mult": 2, "text_dim": 512, "conv_layers": 1, "mel_dim": 64,
        "text_num_embeds": 363}
 MULAN = {
@@ -67,7 +69,8 @@ def ensure_test_models(root: str | Path | None = None) -> Any:
         log.info("[studio] writing the test model to %s", root)
         subprocess.run([sys.executable, "-m", "studio.testmodel", str(root)], check=True)
     return Models(vae=str(root / "vae_model.pt"), base=str(root / "dit-base"), full=str(root / "dit-full"),
-                  style=str(root / "mulan"), negative_style=str(root / "vocal.npy"), vocab=_vocab(), test=True)
+                  style=str(root / "mulan"), negative_style=str(root / "vocal.npy"),
+                  vocab=str(root / "vocab.json"), test=True)
 
 
 def write_all(root: Path) -> None:
@@ -76,20 +79,43 @@ def write_all(root: Path) -> None:
     _write_vae(root / "vae_model.pt")
     _write_mulan(root / "mulan")
     _write_negative_style(root / "vocal.npy")
+    write_vocab(root / "vocab.json")
     (root / "README.txt").write_text(f"{LABEL}.\nWritten by studio.testmodel (layout v{VERSION}); "
                                      "safe to delete.\n", encoding="utf-8")
     (root / "COMPLETE").write_text("ok\n")
 
 
-def _vocab() -> str | None:
-    """The real g2p vocabulary when it was fetched (lyrics then shape the noise); else none, and the
-    engine records that lyrics are not sung with the test model."""
-    try:
-        from engine.modelfiles import resolve_file
+# The test model's own phone vocabulary, so lyrics shape the noise on a machine that fetched nothing.
+# Ids 0 and 1 must be "," and "." (engine.lyrics.vocab.COMMA_ID / PERIOD_ID); then the English phones
+# the g2p produces (espeak-ng IPA after its merges); the rest are unused placeholders up to the DiT's
+# 363 text embeddings. Chinese phones are not listed: with the test model they are dropped, which the
+# lyric report says line by line.
+TEST_PHONES = (
+    ",", ".", "?", "!", "_",
+    "iː", "ɪ", "ɜː", "ɚ", "oːɹ", "ɔː", "ɔːɹ", "ɑː", "uː", "ʊ", "ɑːɹ", "ʌ", "ɛ", "æ", "eɪ", "aɪ", "ɔɪ", "aʊ",
+    "oʊ", "ɪɹ", "ɛɹ", "ʊɹ", "p", "b", "t", "d", "k", "ɡ", "f", "v", "θ", "ð", "s", "z", "ʃ", "ʒ", "h", "tʃ",
+    "dʒ", "m", "n", "ŋ", "j", "w", "ɹ", "l", "tɹ", "dɹ", "ts", "dz", "i", "ɔ", "ə", "ɾ", "iə", "r", "u", "oː",
+    "ɛː", "ɪː", "aɪə", "aɪɚ", "ɑ̃", "ç", "ɔ̃", "ʔ", "x", "ɐ", "ɬ", "ʊə", "eə", "a", "o", "e",
+)
 
-        return str(resolve_file("vocab", "vocab.json"))
-    except Exception:
-        return None
+
+def phone_table() -> dict[str, int]:
+    table = {p: i for i, p in enumerate(TEST_PHONES)}
+    table.update({f"<unused-{i}>": i for i in range(len(TEST_PHONES), DIT["text_num_embeds"])})
+    return table
+
+
+@functools.lru_cache(maxsize=1)
+def lyric_tokenizer() -> Any:
+    """A g2p over the test vocabulary, before the files are written (the page's lyric report)."""
+    from engine.lyrics import LyricTokenizer
+    from engine.lyrics.vocab import Vocab
+
+    return LyricTokenizer(Vocab(phone_table(), "vocab.json"))
+
+
+def write_vocab(path: Path) -> None:
+    path.write_text(json.dumps({"vocab": phone_table()}, ensure_ascii=False, indent=0), encoding="utf-8")
 
 
 def _write_dits(root: Path) -> None:

@@ -11,6 +11,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("STUDIO_SHARED_DIR", ROOT.parent / "shared"))
 REFERENCE = SHARED / "reference" / "diffrhythm"
 
+# The product finds the phone vocabulary only where a musician's machine has it (the model files); tests
+# that read real lyrics use the reference copy, handed over the documented way (subprocesses inherit it).
+if (REFERENCE / "g2p" / "g2p" / "vocab.json").is_file():
+    os.environ.setdefault("STUDIO_LYRICS_VOCAB", str(REFERENCE / "g2p" / "g2p" / "vocab.json"))
+
 
 @pytest.fixture(scope="session")
 def reference_dir() -> Path:

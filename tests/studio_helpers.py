@@ -107,11 +107,10 @@ class ServeProcess:
             try:
                 if httpx.get(self.url, timeout=2).status_code == 200:
                     client = api_client(self.url, self.data_dir)
-                    try:
-                        client.predict({"lyrics": "", "style_text": ""}, "", api_name="/submit")
-                    except Exception as exc:  # not ready: "Loading"; ready: the empty style is refused
-                        if "Loading" not in str(exc) and "missing" not in str(exc):
-                            return client
+                    status = client.predict(api_name="/status")
+                    assert not status["problem"] and not status["missing"], status["message"]
+                    if status["ready"]:
+                        return client
             except httpx.HTTPError:
                 pass
             time.sleep(1.0)

@@ -82,8 +82,9 @@ def test_vocab_loading(tmp_path, vocab_path, monkeypatch):  # noqa: F811
     assert len(load_vocab(vocab_path)) == 363
     monkeypatch.setenv("STUDIO_LYRICS_VOCAB", str(vocab_path))
     assert load_vocab().path == str(vocab_path)
-    with pytest.raises(VocabError, match="not found"):
+    with pytest.raises(VocabError, match="missing: run `studio models fetch --only vocab`") as missing:
         load_vocab(tmp_path / "missing.json")
+    assert str(tmp_path) not in str(missing.value)  # the message reaches the page: no server path
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"nope": 1}))
     with pytest.raises(VocabError, match="unreadable"):

@@ -76,7 +76,7 @@ def fp16(x: float) -> float:
 def default_tokenizer() -> LyricTokenizer:
     """One tokenizer per process and lookup setting (the vocab and Chinese files it finds)."""
     key = "\0".join(os.environ.get(name, "") for name in
-                    ("STUDIO_LYRICS_VOCAB", "STUDIO_SHARED_DIR", "STUDIO_MODELS_DIR", "STUDIO_CHINESE_G2P_DIR"))
+                    ("STUDIO_LYRICS_VOCAB", "STUDIO_MODELS_DIR", "STUDIO_CHINESE_G2P_DIR"))
     if key not in _DEFAULT:
         _DEFAULT[key] = LyricTokenizer()
     return _DEFAULT[key]

@@ -2,8 +2,8 @@
 
 The product downloads `vocab.json` like the weights; the path comes from an argument, else the
 `STUDIO_LYRICS_VOCAB` environment variable, else the model-file lookup (`models_dir` / `$STUDIO_MODELS_DIR`, the
-studio's own folder) when it has the file, else the reference copy under `$STUDIO_SHARED_DIR` or beside the
-checkout (`../shared/reference/diffrhythm/g2p/g2p/vocab.json`, used by tests and development).
+Hugging Face cache, the studio's own folder). The test model writes its own (`studio.testmodel`). Errors name
+the file, never the folder: they reach the page, and a server path tells a musician nothing.
 Model ids are vocab ids + 1 (0 is the filler between lines).
 """
 
@@ -16,7 +16,6 @@ from functools import lru_cache
 from pathlib import Path
 
 ENV_VAR = "STUDIO_LYRICS_VOCAB"
-_DEV_COPY = Path(__file__).resolve().parents[3] / "shared" / "reference" / "diffrhythm" / "g2p" / "g2p" / "vocab.json"
 
 COMMA_ID = 1  # model id of ","
 PERIOD_ID = 2  # model id of "." (end of line)
@@ -57,12 +56,11 @@ def resolve_vocab_path(path: str | os.PathLike[str] | None = None, *,
         return Path(os.environ[ENV_VAR])
     from engine.modelfiles import check_file, get
 
-    status = check_file("vocab", get("vocab").files[0], models_dir)
+    spec = get("vocab").files[0]
+    status = check_file("vocab", spec, models_dir)
     if status.ok and status.path is not None:
         return status.path
-    if os.environ.get("STUDIO_SHARED_DIR"):  # the same override the tests use for ../shared
-        return Path(os.environ["STUDIO_SHARED_DIR"]) / "reference" / "diffrhythm" / "g2p" / "g2p" / "vocab.json"
-    return _DEV_COPY
+    return status.path if status.path is not None else Path(spec.basename)
 
 
 @lru_cache(maxsize=4)
@@ -72,16 +70,17 @@ def _load(path: str) -> Vocab:
         table = data["vocab"]
         if not isinstance(table, dict) or not all(isinstance(v, int) for v in table.values()):
             raise ValueError("'vocab' must map phone symbols to integer ids")
-    except FileNotFoundError as exc:
+    except FileNotFoundError:
         raise VocabError(
-            f"phone vocabulary not found at {path}: fetch the model files or set {ENV_VAR}"
-        ) from exc
+            "the phone vocabulary (vocab.json) is missing: run `studio models fetch --only vocab`"
+        ) from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise VocabError(f"phone vocabulary at {path} is unreadable: {exc}") from exc
+        detail = exc.strerror if isinstance(exc, OSError) else exc  # OSError's str names the path
+        raise VocabError(f"the phone vocabulary (vocab.json) is unreadable: {detail}") from None
     return Vocab(dict(table), str(path))
 
 
 def load_vocab(path: str | os.PathLike[str] | None = None, *,
                models_dir: str | os.PathLike[str] | None = None) -> Vocab:
-    """Load (and cache) vocab.json from `path`, $STUDIO_LYRICS_VOCAB, the model files or the development copy."""
+    """Load (and cache) vocab.json from `path`, $STUDIO_LYRICS_VOCAB or the model files."""
     return _load(str(resolve_vocab_path(path, models_dir=models_dir)))

@@ -25,9 +25,10 @@ class ModelFileMissing(FileNotFoundError):
         self.status = status
         spec = status.spec
         what = "is missing" if status.state == "missing" else f"is damaged ({status.reason})"
-        where = f" at {status.path}" if status.path else ""
+        # No folder in the message: it reaches the page, where a server path helps no one (`studio models
+        # list` on the server shows where each file is looked for).
         super().__init__(
-            f"model file {spec.filename} of '{status.model}' ({spec.source.label}) {what}{where}; "
+            f"model file {spec.filename} of '{status.model}' ({spec.source.label}) {what}; "
             f"fetch it with: studio models fetch --only {status.model}"
         )
 
