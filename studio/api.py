@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
-from studio import live, songs
+from studio import access, live, songs
 from studio.forms import ComposeForm, FormError
 from studio.services import Services, UploadRefused
 from studio.store import StoreError, TakeInfo
@@ -30,14 +29,14 @@ from studio.store import StoreError, TakeInfo
 log = logging.getLogger(__name__)
 
 
-def _take(t: TakeInfo, svc: Services) -> dict[str, Any]:
+def _take(t: TakeInfo, svc: Services, who: access.Who) -> dict[str, Any]:
+    """A take as a client sees it: file names (no server paths) and URLs signed for `who`."""
     d = t.as_dict()
     # A take id is visible to share-link viewers; the session id is the key that changes things, so it
     # never travels with a take.
     d.pop("session_id", None)
-    d["urls"] = {fmt: f"/gradio_api/file={svc.servable(path)}" for fmt, path in t.files.items()
-                 if Path(path).is_file()}
-    return d
+    d["urls"] = access.file_urls(svc.store, svc.identity, t, who)
+    return access.public(d)
 
 
 NEED_TOKEN = ("This endpoint needs your access token: run `studio token` on the studio's machine and send it "
@@ -56,30 +55,26 @@ def register(svc: Services) -> None:
 
     def own_session(session_id: Any, owner: str) -> Any:
         """The caller's session; the same answer for a foreign id as for none (no probing)."""
-        s = store.get_session(session_id) if isinstance(session_id, str) and session_id else None
-        if s is None or s.owner != owner:
+        s = access.own_session(store, session_id, access.Who(owner))
+        if s is None:
             raise gr.Error("No such session among yours.")
         return s
 
     def own_take(take_id: Any, owner: str) -> TakeInfo:
-        t = store.get_take(take_id) if isinstance(take_id, str) and take_id else None
+        t = access.own_take(store, take_id, access.Who(owner))
         if t is None:
             raise gr.Error("No such take among yours.")
-        own_session(t.session_id, owner)
         return t
+
+    def who(request: gr.Request | None, share: Any = None) -> access.Who:
+        return access.Who.of(svc.identity, request=request, share=share)
 
     def readable_take(take_id: Any, share: Any, request: gr.Request | None) -> TakeInfo:
         """A take of the caller's, or a finished take of the session `share` opens."""
-        t = store.get_take(take_id) if isinstance(take_id, str) and take_id else None
-        if t is not None:
-            owner = svc.identity.from_request(request)
-            s = store.get_session(t.session_id)
-            if s is not None and owner is not None and s.owner == owner:
-                return t
-            shared = store.resolve_share(share) if isinstance(share, str) and share else None
-            if shared is not None and shared.id == t.session_id and t.status == "done":
-                return t
-        raise gr.Error("No such take that you can read (your own, or a finished one of a link you hold).")
+        t = access.readable_take(store, take_id, who(request, share))
+        if t is None:
+            raise gr.Error("No such take that you can read (your own, or a finished one of a link you hold).")
+        return t
 
     def submit(form: dict, session_id: str = "", request: gr.Request = None) -> dict:
         """Start a song from a compose form (ComposeForm fields); returns the session and new take ids."""
@@ -101,7 +96,7 @@ def register(svc: Services) -> None:
     def take(take_id: str, share: str = "", request: gr.Request = None) -> dict:
         """One take: status, progress, seed, files (paths and URLs), timings and the full record.
         `share`: the token of a link, to read a finished take of a session shared with you."""
-        return _take(readable_take(take_id, share, request), svc)
+        return _take(readable_take(take_id, share, request), svc, who(request, share))
 
     def follow(take_id: str, request: gr.Request = None) -> Iterator[dict]:
         """Progress snapshots (queued position, step k/N, decoding window j/M, ETA) until the take ends;
@@ -118,7 +113,7 @@ def register(svc: Services) -> None:
                 yield {"take_id": take_id, "status": lv.status, "progress": round(lv.progress, 4),
                        "phase": lv.phase, "eta_s": lv.eta_s, "queue_position": lv.queue_position,
                        "seed": lv.seed, "live_url": url, "live_format": live.FORMAT}
-        yield _take(store.get_take(take_id), svc)
+        yield _take(store.get_take(take_id), svc, access.Who(owner))
 
     def cancel(take_id: str, whole_job: bool = False, request: gr.Request = None) -> dict:
         """Cancel this take; its sibling variations go on. `whole_job`: cancel every variation of the
@@ -142,7 +137,8 @@ def register(svc: Services) -> None:
     def set_take(session_id: str, take_id: str, name: str = "", starred: str = "", deleted: str = "",
                  request: gr.Request = None) -> dict:
         """Rename ("name"), star ("true"/"false") or delete/undelete ("true"/"false") one of your takes."""
-        t = own_take(take_id, caller(request))
+        owner = caller(request)
+        t = own_take(take_id, owner)
         if t.session_id != session_id:
             raise gr.Error("That take does not belong to this session.")
         if name:
@@ -151,12 +147,13 @@ def register(svc: Services) -> None:
             store.star_take(take_id, starred.lower() == "true")
         if deleted:
             (store.delete_take if deleted.lower() == "true" else store.undelete_take)(take_id)
-        return _take(store.get_take(take_id), svc)
+        return _take(store.get_take(take_id), svc, access.Who(owner))
 
     def takes(session_id: str, request: gr.Request = None) -> list:
         """The session's takes, oldest first (deleted ones left out)."""
-        own_session(session_id, caller(request))
-        return [_take(t, svc) for t in store.list_takes(session_id)]
+        owner = caller(request)
+        own_session(session_id, owner)
+        return [_take(t, svc, access.Who(owner)) for t in store.list_takes(session_id)]
 
     def sessions(query: str = "", request: gr.Request = None) -> list:
         """Your sessions, newest first; with a query: title, lyrics or style contain it."""
@@ -187,8 +184,9 @@ def register(svc: Services) -> None:
         s = store.resolve_share(token) if isinstance(token, str) and token else None
         if s is None:
             raise gr.Error("This share link was revoked or never existed.")
-        return {"title": s.title, "inputs": s.inputs, "read_only": True,
-                "takes": [_take(t, svc) for t in store.list_takes(s.id) if t.status == "done"]}
+        viewer = access.Who(share=token)
+        return {"title": s.title, "inputs": access.public(s.inputs), "read_only": True,
+                "takes": [_take(t, svc, viewer) for t in store.list_takes(s.id) if t.status == "done"]}
 
     def copy_shared(token: str, request: gr.Request = None) -> dict:
         """Copy a shared session into your sessions; returns the new session id."""
@@ -206,7 +204,7 @@ def register(svc: Services) -> None:
             st = svc.save_style(name, text=style_text, audio=style_audio or None)
         except Exception as exc:
             raise gr.Error(str(exc)) from None
-        return {"name": st.name, "embedding": st.embedding_path, "prompt": st.prompt}
+        return {"name": st.name, "embedding": bool(st.embedding_path), "prompt": st.prompt}
 
     def styles() -> list:
         """The saved styles (use one with style_source="saved", style_saved=NAME)."""
@@ -266,6 +264,8 @@ def register(svc: Services) -> None:
             kept, info = svc.keep_upload(path)
         except UploadRefused as exc:
             raise gr.Error(str(exc)) from None
-        return {"file": str(kept), **info, "style_window": svc.style_window_note(kept, info["seconds"])}
+        # The form takes paths relative to the data folder: the answer names no server path.
+        relative = kept.resolve().relative_to(svc.config.data_dir.resolve()).as_posix()
+        return access.public({"file": relative, **info, "style_window": svc.style_window_note(kept, info["seconds"])})
 
     upload_btn.click(upload_reference, upload_in, upload_out, api_name="upload_reference")

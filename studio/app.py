@@ -12,7 +12,7 @@ from typing import Any
 
 import gradio as gr
 
-from studio import api, events, live
+from studio import api, events, files, live
 from studio.config import UI_ASSETS
 from studio.handlers import Handlers
 from studio.page import Page
@@ -121,6 +121,7 @@ def launch(demo: gr.Blocks, svc: Services, *, host: str = "127.0.0.1", port: int
         **kwargs,
     )
     live.mount(launched[0], svc)
+    files.mount(launched[0], svc)
     if block:
         demo.block_thread()
     return launched

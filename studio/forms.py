@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from device_worker import controls
+from studio import access
+from studio.access import Who
 from studio.config import StudioConfig
-from studio.store import DONE, Store
+from studio.store import Store
 
 STYLE_SOURCES = ("text", "audio", "saved")
 EDIT_MODES = ("none", "edit", "continue")
@@ -71,8 +73,9 @@ class ComposeForm:
         )
         return d
 
-    def to_request(self, store: Store, config: StudioConfig) -> Any:
-        """The engine request; refuses paths outside the data directory and unknown takes/styles."""
+    def to_request(self, store: Store, config: StudioConfig, who: Who | None = None) -> Any:
+        """The engine request; refuses paths outside the data directory, unknown takes/styles and an
+        edit source that is not a finished take of `who`'s own (`access.edit_source`)."""
         from engine.request import Reference, SongRequest, Style
 
         style = self._style(store, config, Style)
@@ -80,9 +83,10 @@ class ComposeForm:
         if self.edit_mode != "none":
             if not self.edit_take:
                 raise FormError("Pick the take to edit or continue first.")
-            take = store.get_take(self.edit_take)
-            if take is None or take.status != DONE or not take.file("wav"):
-                raise FormError("The source take is not a finished take with a WAV file.")
+            try:
+                take = access.edit_source(store, self.edit_take, who or access.Who())
+            except access.AccessDenied as exc:
+                raise FormError(str(exc)) from None
             song = take.files["wav"]  # from the store, not the client: trusted even outside the data dir
             if self.edit_mode == "edit":
                 edit = Reference.edit(song, parse_ranges(self.edit_ranges))

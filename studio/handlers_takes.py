@@ -14,7 +14,7 @@ from typing import Any
 import gradio as gr
 
 from device_worker import controls
-from studio import present, songs
+from studio import access, present, songs
 from studio.forms import ComposeForm
 from studio.store import ACTIVE_STATUSES, DONE, INTERRUPTED, SessionInfo, StoreError, TakeInfo
 from studio.ui.takes import SORTS
@@ -59,24 +59,15 @@ class TakeHandlers:
 
     def _own_session(self, session_id: Any, owner_token: Any) -> SessionInfo | None:
         """The session, if the verified owner holds it; None for a foreign, unknown or malformed id."""
-        owner = self._owner(owner_token)
-        if owner is None or not isinstance(session_id, str) or not session_id:
-            return None
-        s = self.svc.store.get_session(session_id)
-        return s if s is not None and s.owner == owner else None
+        return access.own_session(self.svc.store, session_id, access.Who.of(self.svc.identity, token=owner_token))
 
     def _own_id(self, session_id: Any, owner_token: Any) -> str | None:
         s = self._own_session(session_id, owner_token)
         return s.id if s else None
 
     def _readable_take(self, take_id: Any, owner_token: Any, share_token: Any) -> TakeInfo | None:
-        take = self.svc.store.get_take(take_id) if isinstance(take_id, str) and take_id else None
-        if take is None:
-            return None
-        if self._own_session(take.session_id, owner_token) is not None:
-            return take
-        shared = self.svc.store.resolve_share(share_token) if isinstance(share_token, str) and share_token else None
-        return take if shared is not None and shared.id == take.session_id and take.status == DONE else None
+        who = access.Who.of(self.svc.identity, token=owner_token, share=share_token)
+        return access.readable_take(self.svc.store, take_id, who)
 
     def _sessions(self, owner_token: Any, query: str = "") -> dict:
         store, owner = self.svc.store, self._owner(owner_token)

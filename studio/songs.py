@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from studio.access import Who
 from studio.config import PathRefused
 from studio.forms import ComposeForm, FormError
 from studio.store import SessionInfo, StoreError, TakeInfo
@@ -44,7 +45,7 @@ def start(svc: Any, owner: str, session: SessionInfo | None, form: ComposeForm) 
     if svc.wait_for_runner(WAIT_FOR_MODEL_FILES_S) is None or svc.model_status.problem:
         raise SongRefused([svc.model_status.banner_markdown()], "Songs cannot be made yet")
     try:
-        request = form.to_request(svc.store, svc.config)
+        request = form.to_request(svc.store, svc.config, Who(owner))
     except (FormError, PathRefused, StoreError) as exc:
         raise SongRefused([str(exc)]) from None
     validation = validate(svc, request)

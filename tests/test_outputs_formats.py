@@ -112,4 +112,4 @@ def test_the_studio_keeps_serving_after_an_encoder_crash(tmp_path: Path, crashin
         assert svc.store.get_take(bad["takes"][0]).status == "failed"  # not left "running"
         good = c.predict(form(formats=["wav", "flac"], title="Fine"), "", api_name="/submit")
         final = list(c.submit(good["takes"][0], api_name="/follow"))[-1]
-        assert final["status"] == "done" and sf.info(final["files"]["flac"]).frames > 0
+        assert final["status"] == "done" and sf.info(svc.store.get_take(final["id"]).files["flac"]).frames > 0

@@ -54,7 +54,7 @@ def test_generate_streams_progress_and_records_everything(studio) -> None:
     assert any(s.get("eta_s") is not None for s in snaps)
     assert take["status"] == "done" and take["seed"] == r["seeds"][0] and take["progress"] == 1.0
     assert {"wav", "flac", "mp3", "json"} <= set(take["files"])
-    audio, rate = sf.read(take["files"]["wav"])
+    audio, rate = sf.read(svc.store.get_take(take["id"]).files["wav"])  # clients get file names, not paths
     assert rate == 44100 and audio.shape[1] == 2 and np.abs(audio).max() > 0
     assert {"diffusion", "decode", "write"} <= set(take["timings"])
     assert take["record"]["seed"] == take["seed"] and "TEST" in str(take["record"]).upper()
@@ -66,13 +66,13 @@ def test_generate_streams_progress_and_records_everything(studio) -> None:
 
 
 def test_variations_get_their_own_seeds(studio) -> None:
-    _, _, c = studio
+    _, svc, c = studio
     r = c.predict(form(variations=3, random_seed=False, seed=1000), "", api_name="/submit")
     assert r["seeds"] == [1000, 1001, 1002]
     finals = [run_take(c, t)[1] for t in r["takes"]]
     assert [t["status"] for t in finals] == ["done"] * 3
     assert [t["variation"] for t in finals] == [0, 1, 2]
-    wavs = [sf.read(t["files"]["wav"])[0] for t in finals]
+    wavs = [sf.read(svc.store.get_take(t["id"]).files["wav"])[0] for t in finals]
     assert not np.array_equal(wavs[0], wavs[1])  # different seeds, different noise
 
 
@@ -219,7 +219,9 @@ def test_uploads_over_the_limits_are_refused_with_a_reason(studio, tmp_path: Pat
     ok = tmp_path / "ref.wav"
     sf.write(ok, np.random.default_rng(1).uniform(-0.5, 0.5, (22050 * 12, 1)).astype(np.float32), 22050)
     kept = c.predict(handle_file(str(ok)), api_name="/upload_reference")
-    assert Path(kept["file"]).parent == svc.config.uploads_dir and "MuQ-MuLan hears" in kept["style_window"]
+    # Relative to the data folder (forms take that): the answer names no server path.
+    assert (svc.config.data_dir / kept["file"]).parent == svc.config.uploads_dir
+    assert "MuQ-MuLan hears" in kept["style_window"] and not Path(kept["file"]).is_absolute()
     r = c.predict(form(style_source="audio", style_audio=kept["file"]), "", api_name="/submit")
     assert run_take(c, r["takes"][0])[1]["status"] == "done"
 
@@ -249,7 +251,7 @@ def test_takes_rendered_elsewhere_are_served_through_the_cache(studio, tmp_path:
     t = svc.store.add_take(s.id, {"lyrics": "", "style": {"text": "x"}}, status="done")
     svc.store.update_take(t.id, files={"wav": song})
     take = c.predict(t.id, api_name="/take")
-    assert take["files"]["wav"] == str(song) and str(tmp_path) not in take["urls"]["wav"]
+    assert take["files"]["wav"] == "a.wav" and str(tmp_path) not in take["urls"]["wav"]  # no server path
     assert httpx.get(url.rstrip("/") + take["urls"]["wav"], timeout=10).content == song.read_bytes()
     assert httpx.get(f"{url}gradio_api/file={song}", timeout=10).status_code in (403, 404)
 
@@ -268,14 +270,16 @@ def test_without_weights_the_page_opens_and_names_the_fetch_command(tmp_path: Pa
 def test_saved_style_is_an_embedding_that_generates(studio) -> None:
     _, svc, c = studio
     saved = c.predict("Night drive", "dark synthwave, male vocals", "", api_name="/save_style")
-    emb = np.load(saved["embedding"])
-    assert emb.shape in ((512,), (1, 512)) and Path(saved["embedding"]).parent == svc.config.styles_dir
+    assert saved["embedding"] is True  # kept, but its server path is not the client's business
+    stored = svc.store.get_style("Night drive").embedding_path
+    emb = np.load(svc.config.inside_data(stored))
+    assert emb.shape in ((512,), (1, 512)) and svc.config.inside_data(stored).parent == svc.config.styles_dir.resolve()
     assert "Night drive" in [s["name"] for s in c.predict(api_name="/styles")]
     with pytest.raises(Exception, match="not allowed"):
         c.predict("../escape", "x", "", api_name="/save_style")
     r = c.predict(form(style_source="saved", style_saved="Night drive", style_text=""), "", api_name="/submit")
     take = run_take(c, r["takes"][0])[1]
-    assert take["status"] == "done" and take["request"]["style"]["embedding"] == saved["embedding"]
+    assert take["status"] == "done" and take["request"]["style"]["embedding"] == Path(stored).name
     with pytest.raises(Exception, match="No saved style"):
         c.predict(form(style_source="saved", style_saved="Nope"), "", api_name="/submit")
 

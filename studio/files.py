@@ -1,0 +1,32 @@
+"""`GET /studio/file/<take id>/<kind>?k=...`: a take's files, only through URLs `studio.access` signs.
+
+The take folders are not among Gradio's served paths for API clients: every file URL an API answer
+carries is one of these, re-checked at each request (`access.verify_file_url`), so it dies with a
+delete, a revoked link or its expiry. Every refusal is the same 404, whatever the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request  # at module level: FastAPI resolves the handler's annotations from here
+from fastapi.responses import FileResponse, PlainTextResponse
+
+from studio import access
+
+MEDIA = {"wav": "audio/wav", "flac": "audio/flac", "mp3": "audio/mpeg", "json": "application/json"}
+
+
+def mount(app: Any, svc: Any) -> None:
+    async def file(take_id: str, kind: str, request: Request) -> Any:
+        key = request.query_params.get("k", "")[:128]
+        path = access.verify_file_url(svc.store, svc.identity, take_id, kind, key)
+        if path is None:
+            return PlainTextResponse("No such file, or this link has expired or was revoked.", status_code=404)
+        # The take's id names the download, never the server's file name (which holds nothing secret,
+        # but says how the data folder is laid out).
+        return FileResponse(path, media_type=MEDIA.get(kind, "application/octet-stream"),
+                            filename=f"{take_id}.{path.suffix.lstrip('.') or kind}",
+                            headers={"Cache-Control": "private, no-store", "X-Content-Type-Options": "nosniff"})
+
+    app.add_api_route(access.FILE_PATH, file, methods=["GET"], include_in_schema=False)

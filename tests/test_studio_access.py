@@ -1,0 +1,129 @@
+"""Issue 27, access findings: one decision (`studio.access`) for the API, the page and every file URL.
+
+A real studio (test model, one CPU worker process) on 127.0.0.1, called as two owners and a share-link
+viewer would call it. Each test is named after the finding it holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+from gradio_client import handle_file
+from studio_helpers import api_client, form, in_process_studio
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory: pytest.TempPathFactory):
+    from studio.testmodel import ensure_test_models
+
+    models = ensure_test_models(tmp_path_factory.mktemp("test-model"))
+    tmp = tmp_path_factory.mktemp("studio")
+    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+    os.environ["GRADIO_TEMP_DIR"] = str(tmp / "gradio")
+    with in_process_studio(tmp / "data", models) as (url, svc):
+        owner = api_client(url, tmp / "data")
+        other = api_client(url, token=svc.identity.new_token())
+        yield url.rstrip("/"), svc, owner, other
+
+
+def finished(client, **overrides) -> tuple[str, dict]:
+    r = client.predict(form(formats=["wav", "flac"], **overrides), "", api_name="/submit")
+    take = list(client.submit(r["takes"][0], api_name="/follow"))[-1]
+    assert take["status"] == "done", take
+    return r["session_id"], take
+
+
+def test_foreign_edit_source_is_refused(studio) -> None:
+    """Finding 1: an edit/continue naming another owner's take id carried that owner's audio."""
+    url, svc, owner, other = studio
+    sid, source = finished(owner, title="Mine")
+    sessions_before = len(svc.store.list_sessions(owner=svc.identity.owner_of(other.headers["Authorization"][7:])))
+    link = owner.predict(sid, api_name="/share")
+    attempts = [dict(edit_mode="edit", edit_take=source["id"], edit_ranges="0.5-1.5"),
+                dict(edit_mode="continue", edit_take=source["id"], continue_from=1.0)]
+    for attempt in attempts:  # shared (not enough: an edit would outlive the link), then revoked
+        with pytest.raises(Exception, match="not a finished take of yours"):
+            other.predict(form(**attempt), "", api_name="/submit")
+    owner.predict(sid, link["token"], api_name="/revoke")
+    owner.predict(sid, source["id"], "", "", "true", api_name="/set_take")  # deleted
+    for attempt in attempts:
+        with pytest.raises(Exception, match="not a finished take of yours"):
+            other.predict(form(**attempt), "", api_name="/submit")
+        with pytest.raises(Exception, match="not a finished take of yours"):
+            owner.predict(form(**attempt), sid, api_name="/submit")  # a deleted source: not even the owner's
+    other_owner = svc.identity.owner_of(other.headers["Authorization"][7:])
+    assert len(svc.store.list_sessions(owner=other_owner)) == sessions_before  # refused: nothing stored
+    owner.predict(sid, source["id"], "", "", "false", api_name="/set_take")
+    ok = owner.predict(form(**attempts[0]), sid, api_name="/submit")  # the owner's own: still allowed
+    assert list(owner.submit(ok["takes"][0], api_name="/follow"))[-1]["parent_id"] == source["id"]
+
+
+def test_file_urls_die_after_revoke_and_delete(studio) -> None:
+    """Finding 2: revoking a link left all of its file URLs answering 200; any holder of a path read it."""
+    url, svc, owner, other = studio
+    sid, take = finished(owner)
+    link = owner.predict(sid, api_name="/share")
+    viewer = other.predict(take["id"], link["token"], api_name="/take")
+    assert set(take["urls"]) >= {"wav", "flac"} and set(viewer["urls"]) == set(take["urls"])
+    wav = Path(svc.store.get_take(take["id"]).files["wav"]).read_bytes()
+    for urls in (take["urls"], viewer["urls"]):
+        assert httpx.get(url + urls["wav"], timeout=10).content == wav
+        for u in urls.values():
+            assert httpx.get(url + u, timeout=10).status_code == 200
+    assert link["token"] not in json.dumps(viewer["urls"])  # a file URL handed on does not open the session
+    # Tampered, moved to another kind or take, or missing key: the same 404.
+    wav_url = take["urls"]["wav"]
+    for bad in (wav_url[:-1] + ("0" if wav_url[-1] != "0" else "1"), wav_url.replace("/wav?", "/flac?"),
+                wav_url.split("?")[0], wav_url.replace(take["id"], "x" * len(take["id"]))):
+        assert httpx.get(url + bad, timeout=10).status_code == 404, bad
+    owner.predict(sid, link["token"], api_name="/revoke")
+    for u in viewer["urls"].values():
+        assert httpx.get(url + u, timeout=10).status_code == 404  # the link's URLs died with it
+    assert httpx.get(url + take["urls"]["wav"], timeout=10).status_code == 200  # the owner's did not
+    owner.predict(sid, take["id"], "", "", "true", api_name="/set_take")
+    for u in take["urls"].values():
+        assert httpx.get(url + u, timeout=10).status_code == 404  # deleted: nobody's URL answers
+    back = owner.predict(sid, take["id"], "", "", "false", api_name="/set_take")
+    assert httpx.get(url + back["urls"]["wav"], timeout=10).content == wav  # Undo: fresh URLs work
+
+
+def test_expired_file_url_is_refused(studio) -> None:
+    """Finding 2: file URLs are signed with an expiry, checked at every request."""
+    from studio import access
+
+    url, svc, owner, _ = studio
+    _, take = finished(owner)
+    info = svc.store.get_take(take["id"])
+    who = access.Who(svc.identity.cli_owner())
+    old = access.signed_file_url(svc.store, svc.identity, info, "wav", who, now=0)
+    assert old and httpx.get(url + old, timeout=10).status_code == 404
+    fresh = access.signed_file_url(svc.store, svc.identity, info, "wav", who)
+    assert httpx.get(url + fresh, timeout=10).status_code == 200
+    assert access.signed_file_url(svc.store, svc.identity, info, "wav", access.Who("someone-else")) is None
+
+
+def test_api_answers_carry_no_absolute_server_path(studio, tmp_path: Path) -> None:
+    """Finding 2: API responses carried absolute server paths (files, records, uploads, styles)."""
+    url, svc, owner, _ = studio
+    ref = tmp_path / "ref.wav"
+    sf.write(ref, np.random.default_rng(0).uniform(-0.3, 0.3, (44100 * 11, 2)).astype(np.float32), 44100)
+    up = owner.predict(handle_file(str(ref)), api_name="/upload_reference")
+    assert not Path(up["file"]).is_absolute()
+    sid, take = finished(owner, style_source="audio", style_audio=up["file"])
+    _, edited = finished(owner, edit_mode="continue", edit_take=take["id"], continue_from=1.0)
+    answers = [up, take, edited, owner.predict(take["id"], api_name="/take"),
+               owner.predict(sid, api_name="/takes"),
+               owner.predict(owner.predict(sid, api_name="/share")["token"], api_name="/shared")]
+    text = json.dumps(answers)
+    roots = {str(svc.store.data_dir.resolve()), str(svc.store.data_dir), str(tmp_path), os.path.expanduser("~")}
+    for root in roots:
+        assert root not in text, root
+    assert take["files"]["wav"].endswith(".wav") and "/" not in take["files"]["wav"]
