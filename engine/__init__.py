@@ -1,4 +1,23 @@
 """Host side of the studio: lyrics, style, jobs, scheduling, progress and files.
 
-Never imports gradio; talks to the device worker only through `engine.remote` and the worker's protocol.
+Never imports gradio; talks to the device worker only through its client (`remote`) and the worker's
+protocol. One song passes through the rows below roughly top to bottom.
+
+| module | role |
+|---|---|
+| `request` | `SongRequest`: what a musician asks for, validated once against the one table of limits |
+| `lyrics/` | LRC parsing, g2p, one phoneme token per latent frame, the per-line report, timing plain lyrics |
+| `engine` | `Engine`: requests in, events and finished takes out |
+| `jobs`, `units` | a job's ordered event stream and subscribers; the takes it holds (one device job each) |
+| `pipeline` | three stages with bounded queues: host inputs -> device -> host outputs; queue positions, ETAs |
+| `inputs`, `style`, `reference`, `audio_files` | per-job inputs: style embedding (STYLE call), reference latent, user audio |
+| `pool` | the device stage: worker slots, placement, restarts, event relay |
+| `remote`, `remote_calls` | the worker's client: spawn and watch the process; SUBMIT/STYLE/... in flight |
+| `ray_workers` | workers as Ray actors across hosts |
+| `events` | the events a job yields, and the ETA model |
+| `outputs`, `encoder` | files: audio encoded in a child process, tags, the JSON record |
+| `style_match` | how close a take came to its style (MuQ-MuLan cosine) |
+| `config`, `modelfiles/` | engine settings; the model files (list, locate, fetch, verify) |
+| `remote_dit` | the worker's DiT as a torch module, for upstream-style scripts |
+| `textfile` | reading a user's text file whatever its encoding |
 """

@@ -1,1 +1,17 @@
-"""The studio: Gradio app, `studio` command line and the SQLite store."""
+"""The studio: the Gradio page, the HTTP API, the `studio` command line and the store.
+
+| module | role |
+|---|---|
+| `app`, `page`, `ui/`, `events` | the page: sections' components, one place wiring events to handlers |
+| `handlers`, `handlers_takes` | what page events do (compose/generate; takes, sessions, sharing) |
+| `forms`, `songs` | the compose form <-> an engine request; the one path Generate, Retry and the API take |
+| `access`, `identity`, `files` | who may read or change what (page, API, files, live, shares); owner tokens; signed file URLs |
+| `takes`, `progress` | the take runner (clicks -> engine jobs, events -> store); how an event shows as progress |
+| `live`, `waveform`, `present` | hearing a take while it is made; the region editor's data; how things look |
+| `api` | named API endpoints for `gradio_client` scripts |
+| `services`, `config` | what handlers call (store, runner, settings, model status); studio settings |
+| `store/` | SQLAlchemy store (SQLite / PostgreSQL): sessions, takes, leases, integrity, sharing |
+| `render/` | `studio render`: headless batches, manifests, resumable output folders |
+| `cli*`, `runtime_options` | the `studio` command and its groups; options serve and render share |
+| `fetcher`, `testmodel` | first-run model download; the self-contained tiny test model |
+"""
