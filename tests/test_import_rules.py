@@ -126,3 +126,16 @@ def test_remote_and_remote_dit_import_one_way() -> None:
     """engine.remote reaches RemoteDiT lazily; engine.remote_dit must not import engine.remote back."""
     names = {name for name, _, _ in imports(ROOT / "engine" / "remote_dit.py")}
     assert "engine.remote" not in names, names
+
+
+def test_every_file_the_readme_route_names_exists():
+    """The README's 'One song' table is the map a reader follows: each path it names must be real."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "README.md").read_text()
+    table = text[text.index("## One song, from the button to the file"):text.index("More: [docs/studio.md]")]
+    paths = re.findall(r"`((?:studio|engine|device_worker)/[\w/.]*)`", table)
+    assert len(paths) > 30, paths
+    missing = [p for p in paths if not (root / p).exists()]
+    assert not missing, missing
