@@ -79,3 +79,7 @@ def test_a_failed_compile_leaves_a_working_eager_worker(models, tmp_path: Path) 
     with Engine(cfg) as engine:
         info = engine.pool.worker_info()[0]
         assert info["compile"].startswith("uncompiled (compiling failed: "), info
+        from studio.services import worker_summary
+
+        shown = worker_summary(engine.pool.worker_info())["workers"]  # the page's status line
+        assert "step runs uncompiled (compiling failed: " in shown, shown
