@@ -177,15 +177,15 @@ class Pipeline:
             ctx = unit.ctx
             try:
                 if unit.stopping:
-                    raise _Stop
+                    raise Stopping
                 with ctx.prepare_lock:  # the first take prepares; its siblings reuse the result
                     if ctx.prepared is None:
                         ctx.prepared = self._prepare(ctx)
                 if unit.stopping:
-                    raise _Stop
+                    raise Stopping
                 unit.eta = self._new_eta(unit)
                 self._ready_q.put(unit)
-            except _Stop:
+            except Stopping:
                 self._finish(unit)
             except Exception as exc:  # noqa: BLE001 - any failure here belongs to this job only
                 logger.exception("job %s: preparing failed", ctx.job.id)
@@ -208,18 +208,18 @@ class Pipeline:
         while (unit := self._output_q.get()) is not None:
             try:
                 if unit.stopping:
-                    raise _Stop
+                    raise Stopping
                 result = self._write(unit)
                 unit.blocks.clear()  # the audio is on disk now; free it before anything else waits
                 with self._lock:
                     if unit.take in unit.ctx.cancelled:  # cancelled while it was being written
-                        raise _Stop
+                        raise Stopping
                     unit.ctx.results[unit.take] = result
                     took = time.monotonic() - unit.admitted
                     self.take_s_hint = took if self.take_s_hint is None else 0.7 * self.take_s_hint + 0.3 * took
                 unit.job.publish(TakeDone(unit.job.id, result=result))
                 self._finish(unit)
-            except _Stop:
+            except Stopping:
                 self._finish(unit)
             except Exception as exc:  # noqa: BLE001
                 logger.exception("job %s: writing take %d failed", unit.job.id, unit.take)
@@ -399,6 +399,3 @@ def _job_timings(ctx: JobContext, takes: tuple[TakeResult, ...]) -> dict[str, fl
             out[key] = round(out.get(key, 0.0) + value, 6)
     out["total"] = round(time.monotonic() - ctx.submitted, 6)
     return out
-
-
-_Stop = Stopping  # the pipeline's short name for it

@@ -19,10 +19,7 @@ from device_worker import controls, shapes
 logger = logging.getLogger(__name__)
 
 FORMATS = ("wav", "flac", "mp3", "ogg")
-# The ranges live in device_worker.controls (both processes read them); these names stay for callers.
-MAX_STEPS = int(controls.STEPS.hi)
-MAX_CFG = controls.CFG.hi
-MAX_VARIATIONS = int(controls.VARIATIONS.hi)
+# The ranges live in device_worker.controls (both processes read them).
 MAX_SEED = int(controls.SEED.hi)  # torch.manual_seed takes any uint64; 32 bits keeps seeds readable
 MAX_LYRICS_CHARS = 200_000
 

@@ -353,11 +353,3 @@ class MandarinReader:
 def _pypinyin_at(word: str, i: int) -> str:
     readings = _pypinyin(word)  # phrase-aware: the reading in this word
     return readings[i] if len(readings) == len(word) else _pypinyin(word[i])[0]
-
-
-def mandarin_phones(text: str, reader: MandarinReader | None = None) -> MandarinResult:
-    """Phone string for a Chinese segment (pypinyin readings when no reader with upstream's data is given)."""
-    return (reader or _FALLBACK).phones(text)
-
-
-_FALLBACK = MandarinReader(None)
