@@ -42,8 +42,3 @@ def to_int16(audio: Any) -> np.ndarray:
     """Upstream's WAV samples: [2, n] float -> int16 [n, 2] (frames first, as soundfile writes them)."""
     y = peak_normalise(audio) * np.float32(32767)  # float32 [2, n]
     return np.ascontiguousarray(y.astype(np.int16).T)
-
-
-def to_float32(audio: Any) -> np.ndarray:
-    """Peak-normalised float32 [n, 2] for lossless float outputs (FLAC, later stages)."""
-    return np.ascontiguousarray(peak_normalise(audio).T)

@@ -118,18 +118,3 @@ def plan_edit_frames(
     if note:
         notes.append(note)
     return EditPlan(cond, frame_segments, reference_s, notes)
-
-
-def local_vae_encoder(vae_path: str | Path) -> Encoder:
-    """In-process encoder over `device_worker` (tests, tools); the studio uses the worker's VAE."""
-    import torch
-
-    from device_worker.model.vae import draw_latent, load_vae
-
-    vae = load_vae(vae_path)
-
-    def encode(audio: np.ndarray, seed: int) -> np.ndarray:
-        encoded = vae.encode(torch.from_numpy(audio))  # [1, 128, T] mean || scale
-        return draw_latent(encoded, seed).numpy()  # [1, 64, T]
-
-    return encode

@@ -1,6 +1,6 @@
 """Style on the host side: which part of a reference recording MuQ-MuLan hears, the embedding cache,
 named styles and the negative style. The network itself runs in the device worker (`style` op, or
-`LocalStyleEncoder` in-process); this module never imports torch at import time.
+the tests' in-process `LocalStyleEncoder`); this module never imports torch at import time.
 """
 
 from __future__ import annotations
@@ -69,25 +69,6 @@ class StyleEncoder(Protocol):
     def embed_text(self, texts: list[str]) -> np.ndarray: ...  # [B, 512]
 
     def embed_audio(self, wavs: np.ndarray) -> np.ndarray: ...  # [B, n] 24 kHz -> [B, 512]
-
-
-class LocalStyleEncoder:
-    """MuQ-MuLan in this process (tests, tools). The studio uses the worker's `style` op instead."""
-
-    def __init__(self, mulan_dir: str | Path, *, muq_config: str | Path, text_dir: str | Path,
-                 model_id: str = MULAN_ID) -> None:
-        from device_worker.style import load_style_model  # imports torch
-
-        self.model = load_style_model(mulan_dir, muq_config=muq_config, text_dir=text_dir)
-        self.model_id = model_id
-
-    def embed_text(self, texts: list[str]) -> np.ndarray:
-        return self.model.embed_text(list(texts)).numpy()
-
-    def embed_audio(self, wavs: np.ndarray) -> np.ndarray:
-        import torch
-
-        return self.model.embed_audio(torch.from_numpy(np.asarray(wavs, dtype=np.float32))).numpy()
 
 
 def check_vector(v: np.ndarray, what: str = "style") -> np.ndarray:
@@ -232,12 +213,3 @@ def load_negative_style(path: str | Path | None = None, *, models_dir: str | Pat
     except (OSError, ValueError) as exc:
         raise StyleError(f"negative style {path} cannot be read ({exc}); run `studio models verify`") from None
     return check_vector(data, f"negative style {path}")
-
-
-def local_encoder_from_models(models_dir: str | Path | None = None) -> LocalStyleEncoder:
-    """In-process MuQ-MuLan from the `mulan` model files (ModelFileMissing names the fetch command)."""
-    from .modelfiles import resolve
-
-    paths = resolve("mulan", models_dir=models_dir)
-    return LocalStyleEncoder(paths["pytorch_model.bin"].parent, muq_config=paths["muq/config.json"],
-                             text_dir=paths["text/tokenizer.json"].parent)

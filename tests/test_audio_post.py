@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
-from device_worker.audio import peak_normalise, to_float32, to_int16
+from device_worker.audio import peak_normalise, to_int16
 
 torch = pytest.importorskip("torch")
+
+
+
+def to_float32(audio: Any) -> np.ndarray:
+    """Peak-normalised float32 [n, 2] for lossless float outputs (FLAC, later stages)."""
+    return np.ascontiguousarray(peak_normalise(audio).T)
 
 
 def _song(n: int = 10_000, seed: int = 0) -> np.ndarray:

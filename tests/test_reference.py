@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +18,6 @@ from engine.reference import (  # noqa: E402
     ReferenceError,
     fit_latent,
     load_reference_audio,
-    local_vae_encoder,
     plan_edit,
     plan_edit_frames,
     segments_to_frames,
@@ -30,6 +31,22 @@ def song(seconds: float, rate: int, channels: int, seed: int = 0) -> np.ndarray:
     t = np.arange(int(round(seconds * rate))) / rate
     x = np.stack([0.4 * np.sin(2 * np.pi * (220 + 110 * c) * t) for c in range(channels)], axis=1)
     return (x + 0.02 * rng.standard_normal(x.shape)).astype(np.float32)
+
+
+
+def local_vae_encoder(vae_path: str | Path) -> Callable[[np.ndarray, int], np.ndarray]:
+    """In-process encoder over `device_worker` (the tests'; the studio uses the worker's VAE)."""
+    import torch
+
+    from device_worker.model.vae import draw_latent, load_vae
+
+    vae = load_vae(vae_path)
+
+    def encode(audio: np.ndarray, seed: int) -> np.ndarray:
+        encoded = vae.encode(torch.from_numpy(audio))  # [1, 128, T] mean || scale
+        return draw_latent(encoded, seed).numpy()  # [1, 64, T]
+
+    return encode
 
 
 @pytest.fixture(scope="module")

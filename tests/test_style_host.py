@@ -11,11 +11,10 @@ import soundfile as sf
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
-from tiny_mulan import write_tiny_mulan  # noqa: E402
+from tiny_mulan import LocalStyleEncoder, local_encoder_from_models, write_tiny_mulan  # noqa: E402
 
 from engine.audio_files import AudioFileError, probe, resample, resampled_length  # noqa: E402
 from engine.style import (  # noqa: E402
-    LocalStyleEncoder,
     StyleError,
     StyleLibrary,
     StyleService,
@@ -229,7 +228,6 @@ def test_negative_style_is_a_model_file(tmp_path, reference_dir, monkeypatch):
 
 def test_encoder_from_the_mulan_model_files(tmp_path, monkeypatch):
     """The `mulan` manifest entry resolves to what load_style_model needs (three hub repos)."""
-    from engine.style import local_encoder_from_models
 
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))

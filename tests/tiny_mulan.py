@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import torch
 
+from engine.style import MULAN_ID
 from studio.testmodel import MULAN, MUQ, write_tiny_text_model
 
 
@@ -55,3 +57,31 @@ def write_tiny_mulan(root: Path, seed: int = 0) -> dict[str, Path]:
     })
     torch.save(sd, mulan_dir / "pytorch_model.bin")
     return {"mulan": mulan_dir, "muq_config": muq_dir / "config.json", "text": text_dir}
+
+
+class LocalStyleEncoder:
+    """MuQ-MuLan in this process (tests). The studio uses the worker's `style` op instead."""
+
+    def __init__(self, mulan_dir: str | Path, *, muq_config: str | Path, text_dir: str | Path,
+                 model_id: str = MULAN_ID) -> None:
+        from device_worker.style import load_style_model
+
+        self.model = load_style_model(mulan_dir, muq_config=muq_config, text_dir=text_dir)
+        self.model_id = model_id
+
+    def embed_text(self, texts: list[str]) -> np.ndarray:
+        return self.model.embed_text(list(texts)).numpy()
+
+    def embed_audio(self, wavs: np.ndarray) -> np.ndarray:
+        import torch
+
+        return self.model.embed_audio(torch.from_numpy(np.asarray(wavs, dtype=np.float32))).numpy()
+
+
+def local_encoder_from_models(models_dir: str | Path | None = None) -> LocalStyleEncoder:
+    """In-process MuQ-MuLan from the `mulan` model files (ModelFileMissing names the fetch command)."""
+    from engine.modelfiles import resolve
+
+    paths = resolve("mulan", models_dir=models_dir)
+    return LocalStyleEncoder(paths["pytorch_model.bin"].parent, muq_config=paths["muq/config.json"],
+                             text_dir=paths["text/tokenizer.json"].parent)
