@@ -50,7 +50,10 @@ class StudioConfig:
         resolved = p.resolve()
         root = self.data_dir.resolve()
         if resolved != root and root not in resolved.parents:
-            raise PathRefused(f"{path} is outside the studio's data directory ({root}); refused.")
+            # The file's name only: the message goes back to the client, which must learn nothing about
+            # the server's folders (the caller already knows which file it sent).
+            raise PathRefused(f"{Path(path).name or 'that path'} is outside the studio's data directory: "
+                              "refused (upload the file instead).")
         return resolved
 
     def served_paths(self) -> list[str]:

@@ -68,6 +68,9 @@ class ComposeForm:
     def session_inputs(self) -> dict[str, Any]:
         """What the session keeps: the whole form, plus a plain `style` string for history search."""
         d = self.to_dict()
+        # An edit or continuation is a one-off: the session reopens on "New song", never on a source take
+        # whose id the take list may not offer yet (that sent a value outside the choices: a bare "Error").
+        d.update(edit_mode="none", edit_take=None)
         d["style"] = self.style_text if self.style_source == "text" else (
             self.style_saved or Path(self.style_audio or "").name
         )

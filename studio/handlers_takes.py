@@ -111,7 +111,11 @@ class TakeHandlers:
                 and (draft.get("session") or NO_SESSION) == (session.id if session else NO_SESSION)):
             # What was typed and not yet generated comes back (the session's saved inputs are older).
             form = ComposeForm.from_dict({**(session.inputs if session else {}), **draft.get("form", {})})
+            form.edit_mode, form.edit_take = "none", None  # as session_inputs: a reload starts a new song
+            source_takes = rendered.get(p.gen.edit_take)  # the source-take choices _render filled
             rendered.update(p.form_updates(form))
+            if source_takes is not None:
+                rendered[p.gen.edit_take] = source_takes
         elif session is None:
             # A fresh page already shows a blank form: leave it alone, so what the musician types
             # while the page is still loading is not overwritten by the defaults.
@@ -312,7 +316,10 @@ class TakeHandlers:
             return {self.page.takes.note: "Pick a finished take first."}
         out = {**self.use_settings(take_id, session_id, owner),
                **self._listing(self._own_id(session_id, owner), select=take.id)}
-        out.update({g.edit_mode: "edit", g.edit_take: take.id, g.duration: int(take.request.get("duration", 95))})
+        # A random seed again: the edit needs none fixed, and a fixed one would silently carry over into
+        # the next new song.
+        out.update({g.edit_mode: "edit", g.edit_take: take.id, g.duration: int(take.request.get("duration", 95)),
+                    g.random_seed: True})
         out[self.page.takes.note] = (f"Editing **{take.label}**: mark ranges to regenerate (e.g. `10-20`) or "
                                      "choose *Continue*, then Generate. The new take links to this one.")
         return out

@@ -1,7 +1,7 @@
 """The test model: tiny random weights in the released file layouts. It makes noise, not music.
 
 `studio serve --model test` (and `studio render --model test`) use it so anyone can try the whole flow
-(lyrics, style, progress, takes, files, sharing) before downloading ~4 GB of weights, and so tests run
+(lyrics, style, progress, takes, files, sharing) before downloading ~8 GB of weights, and so tests run
 real worker processes on a CPU in seconds. Every file is written once under `root` (default: the user
 cache) from fixed seeds, so two runs make the same "songs"; a README in the folder says what it is.
 

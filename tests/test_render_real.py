@@ -166,6 +166,10 @@ def test_interrupt_kill_and_resume(batch_dir: Path) -> None:
     assert m["counts"] == {"skipped": 2, "done": 2, "failed": 1, "invalid": 3} == summary["counts"]
     assert [(j["id"], j["outcome"]) for j in summary["jobs"]] == [(j["id"], j["outcome"]) for j in m["jobs"]]
     assert set(folder_state(out)) == {"a", "b", "c", "e", "f"}  # debris of the killed run removed
+    assert not (out / ".render.lock").exists()  # a finished batch leaves only its own files
+    for job in (j for j in m["jobs"] if j["outcome"] == "done"):  # first_sound is a moment: the earliest take's
+        t = job.get("timings_s") or {}
+        assert "first_sound" not in t or t["first_sound"] <= t["total"], job
     assert a_wav.stat().st_mtime_ns == a_stat.st_mtime_ns and a_wav.stat().st_ino == a_stat.st_ino
     assert_complete(out, "b", 4)
     rec_c = assert_complete(out, "c", 2)

@@ -114,3 +114,23 @@ def test_use_these_settings_loads_the_takes_request_and_actual_seed(h: Handlers)
     assert out[g.seed] == 4242 and out[g.random_seed] is False and out[g.duration] == 150
     assert out[g.steps] == 40 and out[g.cfg] == 3.5 and out[st.text] == "bossa nova"
     assert out[h.page.compose.lyrics] == "[00:01.00]la\n" and out[g.formats] == ["wav", "ogg"]
+
+
+def test_after_an_edit_a_reload_starts_a_new_song_with_the_source_takes_offered(h: Handlers) -> None:
+    """The walk saw: Edit/Continue used, page reloaded -> "Continue a take" with an empty source list, and
+    Generate failed with a bare "Error" (a value outside the choices). A session reopens on "New song", the
+    source-take list is filled on load, and "Edit / continue this take" leaves the seed random."""
+    store = h.svc.store
+    token = h.svc.identity.new_token()
+    edited = ComposeForm(style_text="x", edit_mode="continue", edit_take="abc", continue_from=10.0)
+    s = store.create_session("s", owner=h.svc.identity.owner_of(token), inputs=edited.session_inputs())
+    t = store.add_take(s.id, {"lyrics": "", "style": {"text": "x"}, "duration": 95}, seed=7)
+    store.update_take(t.id, status="done")
+    g = h.page.gen
+    for draft in ({}, {"session": s.id, "form": edited.to_dict()}):
+        out = h.on_load(token, s.id, draft, None)
+        mode = out[g.edit_mode]
+        assert (mode.get("value") if isinstance(mode, dict) else mode) == "none", draft
+        source = out[g.edit_take]
+        assert [v for _, v in source.choices] == [t.id], draft
+    assert h.use_edit(t.id, s.id, token)[g.random_seed] is True

@@ -81,6 +81,8 @@ class OutDir:
 
     def release(self) -> None:
         if self._lock is not None:
+            # Removed while still held, so a finished batch leaves only its own files behind.
+            (self.root / LOCK).unlink(missing_ok=True)
             self._lock.close()
             self._lock = None
 
