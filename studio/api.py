@@ -16,12 +16,14 @@ the studio's data directory (upload reference songs with /upload_reference first
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import gradio as gr
 
 from studio import access, live, songs
+from studio.admission import AdmissionRefused
 from studio.forms import ComposeForm, FormError
 from studio.services import Services, UploadRefused
 from studio.store import StoreError, TakeInfo
@@ -104,16 +106,25 @@ def register(svc: Services) -> None:
         audio as it is decoded: raw PCM in `live_format`, from its first sample (studio/live.py)."""
         owner = caller(request)
         own_take(take_id, owner)
-        if svc.runner is not None and svc.runner.live(take_id) is not None:
-            url = live.live_url(svc, take_id, owner)
-            for snap in svc.runner.follow([take_id]):
-                lv = snap[take_id]
-                if lv.status not in ("queued", "running"):
-                    break  # the finished take follows, with its files and record
-                yield {"take_id": take_id, "status": lv.status, "progress": round(lv.progress, 4),
-                       "phase": lv.phase, "eta_s": lv.eta_s, "queue_position": lv.queue_position,
-                       "seed": lv.seed, "live_url": url, "live_format": live.FORMAT}
-        yield _take(store.get_take(take_id), svc, access.Who(owner))
+        try:
+            svc.admission.acquire(owner, "follow")
+        except AdmissionRefused as exc:  # refused at once: waiting would hold a place in everyone's queue
+            raise gr.Error(str(exc)) from None
+        try:
+            # Bounded: a reader that never reads cannot keep a follow slot past the longest song.
+            deadline = time.monotonic() + svc.admission.limits.follow_max_s
+            if svc.runner is not None and svc.runner.live(take_id) is not None:
+                url = live.live_url(svc, take_id, owner)
+                for snap in svc.runner.follow([take_id]):
+                    lv = snap[take_id]
+                    if lv.status not in ("queued", "running") or time.monotonic() > deadline:
+                        break  # the finished take follows, with its files and record
+                    yield {"take_id": take_id, "status": lv.status, "progress": round(lv.progress, 4),
+                           "phase": lv.phase, "eta_s": lv.eta_s, "queue_position": lv.queue_position,
+                           "seed": lv.seed, "live_url": url, "live_format": live.FORMAT}
+            yield _take(store.get_take(take_id), svc, access.Who(owner))
+        finally:
+            svc.admission.release(owner, "follow")
 
     def cancel(take_id: str, whole_job: bool = False, request: gr.Request = None) -> dict:
         """Cancel this take; its sibling variations go on. `whole_job`: cancel every variation of the

@@ -12,7 +12,7 @@ from typing import Any
 
 import gradio as gr
 
-from studio import api, events, files, live
+from studio import api, events, files, keylink, live
 from studio.config import UI_ASSETS
 from studio.handlers import Handlers
 from studio.page import Page
@@ -37,6 +37,7 @@ def build_app(svc: Services) -> gr.Blocks:
             gr.Markdown("# ♪ DiffRhythm Studio\nWrite lyrics, pick a style, make songs — every take is kept.",
                         elem_id="brand")
         banner = gr.Markdown(svc.model_status.banner_markdown(), elem_id="model-banner")
+        key_link = keylink.build(secret)
         # While the workers load (or model files download), the banner follows their progress.
         banner_timer = gr.Timer(2.0, active=bool(svc.model_status.loading))
         fetch = gr.Button("Download the model files", visible=False, elem_id="fetch-models", size="sm")
@@ -77,6 +78,7 @@ def build_app(svc: Services) -> gr.Blocks:
         load = demo.load(handlers.on_load, [owner, session, draft],
                          [*page.session_outputs(), owner, token, banner, shared.copy],
                          show_progress="hidden", api_visibility="private")
+        keylink.wire(demo, key_link, page, handlers, svc.identity)
         load.then(handlers.watch, [session, owner], [session, gen.message, gen.progress, gen.preview, tks.listing,
                                             gen.edit_take, hist.sessions, *page.take_outputs()],
                   concurrency_limit=svc.config.follow_concurrency, concurrency_id="follow",

@@ -15,6 +15,7 @@ from typing import Any
 import gradio as gr
 
 from studio import live, present, songs
+from studio.admission import AdmissionRefused
 from studio.handlers_takes import TakeHandlers
 from studio.page import Page
 from studio.services import Services, UploadRefused
@@ -189,7 +190,16 @@ class Handlers(TakeHandlers):
             return
         active = [t.id for t in self.svc.store.list_takes(session_id)
                   if t.status in ACTIVE_STATUSES and self.svc.runner.live(t.id) is not None]
-        if active:
-            yield from self._follow(session_id, active)
+        who = self._owner(owner)
+        if active and who is not None:
+            try:  # per owner: a flood of page events must not hold every follow slot
+                self.svc.admission.acquire(who, "watch")
+            except AdmissionRefused:
+                yield {self.page.gen.progress: gr.skip()}
+                return
+            try:
+                yield from self._follow(session_id, active)
+            finally:
+                self.svc.admission.release(who, "watch")
         else:
             yield {self.page.gen.progress: gr.skip()}

@@ -87,9 +87,9 @@ class TakeHandlers:
         p = self.page
         params = dict(request.query_params) if request is not None else {}
         handed = params.get("key")
-        if handed and self._owner(handed) is not None:
-            owner = handed  # `studio token`'s link: this browser now sees the machine's sessions
-        elif self._owner(owner) is None:
+        if handed and self._owner(handed) is not None and self._owner(owner) is None:
+            owner = handed  # `studio token`'s link in a browser with no key yet: nothing to lose
+        elif self._owner(owner) is None:  # (a browser with its own key is asked first: studio/keylink.py)
             owner = self.svc.identity.new_token()
         token = params.get("s")
         out: dict[Any, Any] = {p.owner: owner, p.banner: self.svc.model_status.banner_markdown()}

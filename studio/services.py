@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from studio.admission import Admission
 from studio.config import PathRefused, StudioConfig
 from studio.identity import Identity
 from studio.store import Store
@@ -101,6 +102,7 @@ class Services:
         self.engine = engine
         self.runner = TakeRunner(engine, store) if engine is not None else None
         self.model_status = model_status or ModelStatus(ready=engine is not None)
+        self.admission = Admission()  # per-owner limits on takes, follows and streams
         self.on_fetch: Callable[[], bool] | None = None  # set by `studio serve` when it can download files
         for d in (config.uploads_dir, config.styles_dir, config.cache_dir):
             d.mkdir(parents=True, exist_ok=True)

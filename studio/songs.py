@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from studio.access import Who
+from studio.admission import AdmissionRefused
 from studio.config import PathRefused
 from studio.forms import ComposeForm, FormError
 from studio.store import SessionInfo, StoreError, TakeInfo
@@ -52,15 +53,21 @@ def start(svc: Any, owner: str, session: SessionInfo | None, form: ComposeForm) 
     if not validation.ok:
         raise SongRefused([str(p) for p in validation.problems])
     store = svc.store
-    if session is None:
-        session = store.create_session(form.title, owner=owner, inputs=form.session_inputs())
-    else:
-        session = store.update_session(session.id, title=form.title or None, inputs=form.session_inputs())
-    parent = form.edit_take if form.edit_mode != "none" else None
-    try:
-        takes = svc.runner.submit(session.id, request, parent_id=parent, validation=validation)
-    except Exception as exc:  # noqa: BLE001 - the engine's busy/validation errors, worded by the engine
-        raise SongRefused([str(exc)], "The studio cannot take it now") from None
+    # Admitted before anything is stored: a refused submit leaves no session and no failed takes.
+    with svc.admission.submitting:
+        try:
+            svc.admission.check_takes(store, svc.engine, owner, int(request.variations))
+        except AdmissionRefused as exc:
+            raise SongRefused([str(exc)], "The studio cannot take it now") from None
+        if session is None:
+            session = store.create_session(form.title, owner=owner, inputs=form.session_inputs())
+        else:
+            session = store.update_session(session.id, title=form.title or None, inputs=form.session_inputs())
+        parent = form.edit_take if form.edit_mode != "none" else None
+        try:
+            takes = svc.runner.submit(session.id, request, parent_id=parent, validation=validation)
+        except Exception as exc:  # noqa: BLE001 - the engine's busy/validation errors, worded by the engine
+            raise SongRefused([str(exc)], "The studio cannot take it now") from None
     return Started(session, takes)
 
 
@@ -71,9 +78,13 @@ def retry(svc: Any, take: TakeInfo) -> TakeInfo:
     from engine.request import SongRequest
 
     request = replace(SongRequest.from_dict(take.request), seed=take.seed, variations=1)
-    try:
-        new = svc.runner.submit(take.session_id, request, parent_id=take.parent_id)[0]
-    except Exception as exc:  # noqa: BLE001
-        raise SongRefused([str(exc)], "The studio cannot take it now") from None
+    session = svc.store.get_session(take.session_id)
+    with svc.admission.submitting:
+        try:
+            if session is not None and session.owner:
+                svc.admission.check_takes(svc.store, svc.engine, session.owner, 1)
+            new = svc.runner.submit(take.session_id, request, parent_id=take.parent_id)[0]
+        except Exception as exc:  # noqa: BLE001
+            raise SongRefused([str(exc)], "The studio cannot take it now") from None
     svc.store.rename_take(new.id, take.name or f"retry of {take.label}")
     return svc.store.get_take(new.id) or new

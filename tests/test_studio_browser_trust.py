@@ -106,6 +106,7 @@ def test_sessions_survive_a_restart_stay_private_and_share_read_only(tmp_path: P
             from studio.identity import Identity
 
             page.goto(f"{studio.url}?key={Identity(data).cli_token()}")
+            page.click("#key-accept", timeout=60_000)  # asked first: this browser has a key of its own
             page.wait_for_function("document.querySelector('#sessions')?.innerText.includes('Made by a script')",
                                    timeout=60_000)
             assert made["session_id"]

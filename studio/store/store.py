@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from . import db, integrity
 from .leases import HEARTBEAT_S, LEASE_S, Leases
-from .models import INTERRUPTED, QUEUED, SessionRow, StyleRow, TakeRow, clean_text, utcnow
+from .models import ACTIVE_STATUSES, INTERRUPTED, QUEUED, SessionRow, StyleRow, TakeRow, clean_text, utcnow
 from .rows import StoreError, denormalise, get_row, session_row, take_count, take_row
 from .runner_id import this_runner
 from .sharing import Sharing
@@ -192,6 +192,13 @@ class Store(Sharing):
                 ).all()
             )
             return [SessionInfo.of(r, counts.get(r.id, 0)) for r in rows]
+
+    def count_active_takes(self, owner: str) -> int:
+        """How many of `owner`'s takes are queued or rendering (per-owner admission)."""
+        stmt = (select(func.count()).select_from(TakeRow).join(SessionRow, TakeRow.session_id == SessionRow.id)
+                .where(SessionRow.owner == owner, TakeRow.status.in_(ACTIVE_STATUSES)))
+        with self._read() as s:
+            return int(s.execute(stmt).scalar() or 0)
 
     # ---------------------------------------------------------------- takes
     def add_take(
