@@ -103,6 +103,7 @@ class Services:
         self.runner = TakeRunner(engine, store) if engine is not None else None
         self.model_status = model_status or ModelStatus(ready=engine is not None)
         self.admission = Admission()  # per-owner limits on takes, follows and streams
+        self.state_holder: Any = None  # Gradio's per-session state, set at launch (studio/gradio_state.py)
         self.on_fetch: Callable[[], bool] | None = None  # set by `studio serve` when it can download files
         for d in (config.uploads_dir, config.styles_dir, config.cache_dir):
             d.mkdir(parents=True, exist_ok=True)

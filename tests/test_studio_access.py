@@ -127,3 +127,23 @@ def test_api_answers_carry_no_absolute_server_path(studio, tmp_path: Path) -> No
     for root in roots:
         assert root not in text, root
     assert take["files"]["wav"].endswith(".wav") and "/" not in take["files"]["wav"]
+
+
+
+def test_api_calls_do_not_keep_studio_memory(studio) -> None:
+    """Finding 7: each API call from a fresh client left a ~270 KB Gradio session for ever (600 calls:
+    +160 MB, never returned). Idle sessions holding no state are dropped; RSS: bench/api_rss.py."""
+    import datetime
+
+    from studio import gradio_state
+
+    url, svc, _, _ = studio
+    holder = svc.state_holder
+    with httpx.Client(timeout=30) as http:
+        for _ in range(30):  # fresh clients, as a script's calls are
+            ev = http.post(f"{url}/gradio_api/call/styles", json={"data": []}).json()["event_id"]
+            http.get(f"{url}/gradio_api/call/styles/{ev}").raise_for_status()
+    assert len(holder.session_data) >= 30
+    later = datetime.datetime.now() + datetime.timedelta(seconds=gradio_state.IDLE_S + 1)
+    assert gradio_state.prune(holder, later) >= 30
+    assert not any(not st.state_data for st in holder.session_data.values())  # what stays holds page state
