@@ -142,7 +142,7 @@ def _offer_fetch(svc: Any, exc: Exception, models_dir: str | None, retry: Any) -
         return
 
     def progress(text: str) -> None:
-        svc.model_status = ModelStatus(ready=False, loading=text)
+        svc.model_status = ModelStatus(ready=False, loading=text, downloading=True)
 
     def done(failures: list[str]) -> None:
         if failures:
