@@ -10,12 +10,17 @@ from engine.modelfiles import MODELS, FileStatus, check_model, chosen, hf_cache_
 from engine.modelfiles.locate import default_models_dir, user_models_dir
 
 ONLY_HELP = "model to handle (repeatable); default: every model marked default"
-EXAMPLES = """
+# "\b" keeps click from re-wrapping the examples into one line.
+EXAMPLES = """\b
 Examples:
   studio models list
   studio models verify --only vae --only mulan
   studio models fetch --only diffrhythm-1.2-full
   STUDIO_MODELS_DIR=/data/models studio models verify
+
+\b
+Offline: on a machine with internet run `studio models fetch --models-dir DIR`, copy DIR over, then
+`studio serve --models-dir DIR` (or copy a Hugging Face cache and point $HF_HOME at it).
 """
 
 

@@ -88,7 +88,6 @@ def _load_engine(svc: Any, data_dir: Path, model: str, dits: tuple[str, ...], va
         models = resolve_models(model, dits, vae, models_dir,
                                 lambda text: setattr(svc, "model_status", ModelStatus(ready=False, loading=text)))
     except Exception as exc:
-        log.warning("[serve] model files missing: %s", exc)
         _offer_fetch(svc, exc, models_dir,
                      lambda: _load_engine(svc, data_dir, model, dits, vae, models_dir, plan, crop))
         return
@@ -125,18 +124,25 @@ def _offer_fetch(svc: Any, exc: Exception, models_dir: str | None, retry: Any) -
     from studio.fetcher import Fetcher, can_fetch, missing_files
     from studio.services import ModelStatus
 
+    size = ""
     try:
-        missing = [f"{m}: {getattr(spec, 'key', None) or spec.filename}"
-                   for m, spec in missing_files(models_dir)] or [str(exc)]
+        files = missing_files(models_dir)
+        missing = [f"{m}: {getattr(spec, 'key', None) or spec.filename}" for m, spec in files] or [str(exc)]
+        known = sum(spec.size or 0 for _, spec in files)
+        size = f" (at least {known / 1e9:.1f} GB)" if known else ""
     except Exception:
         missing = [str(exc)]
+    # Every missing file at once, with the size: one name at a time hid how much was missing (18 files).
+    log.warning("[serve] %d model file(s) missing%s: %s; `studio models list` shows each", len(missing), size,
+                ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else ""))
     online = can_fetch()
-    svc.model_status = ModelStatus(ready=False, missing=missing, detail=_offline_hint(), can_fetch=online)
+    detail = f"{len(missing)} file(s) to download{size}. {_offline_hint()}"
+    svc.model_status = ModelStatus(ready=False, missing=missing, detail=detail, can_fetch=online)
     if not online:
         return
 
     def progress(text: str) -> None:
-        svc.model_status = ModelStatus(ready=False, loading=text)
+        svc.model_status = ModelStatus(ready=False, loading=text, downloading=True)
 
     def done(failures: list[str]) -> None:
         if failures:
@@ -151,5 +157,7 @@ def _offer_fetch(svc: Any, exc: Exception, models_dir: str | None, retry: Any) -
 
 def _offline_hint() -> str:
     offline = os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True")
-    return ("Offline (HF_HUB_OFFLINE is set): copy the files into --models-dir on another machine."
-            if offline else "`studio models list` shows each file, its size and licence.")
+    return ("Offline (HF_HUB_OFFLINE is set): fetch the files on a machine with internet (`studio models fetch "
+            "--models-dir DIR`), copy DIR here and start with `--models-dir DIR` (a copied Hugging Face cache "
+            "in `$HF_HOME` works too)." if offline else
+            "`studio models list` shows each file, its size and licence; offline, see `studio models fetch --help`.")

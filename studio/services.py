@@ -44,8 +44,12 @@ class ModelStatus:
     loading: str = ""  # set while the workers start: what they are doing
     problem: str = ""  # the files are there but the workers did not start: their own reason, one line
     can_fetch: bool = False  # online and files missing: the page offers to download them
+    downloading: bool = False  # `loading` is a download: minutes, so Generate is refused meanwhile, not held
 
     def banner_markdown(self) -> str:
+        if self.loading and self.downloading:
+            return (f"… **Downloading the model:** {self.loading} — the page works meanwhile; songs can be made "
+                    "once the files are in.")
         if self.loading:
             return (f"… **Loading the model:** {self.loading} — the page works meanwhile; press Generate now "
                     "and the take waits for the model.")
@@ -146,7 +150,8 @@ class Services:
         test model writes its files, or hub files are being found): a Generate pressed in the first seconds
         is queued rather than refused. None when there is none (files missing, workers failed, timeout)."""
         with self._changed:
-            self._changed.wait_for(lambda: self.runner is not None or not self._model_status.loading, timeout_s)
+            self._changed.wait_for(lambda: self.runner is not None or not self._model_status.loading
+                                   or self._model_status.downloading, timeout_s)
             return self.runner
 
     def close(self) -> None:

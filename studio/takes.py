@@ -123,7 +123,7 @@ class TakeRunner:
         """Cancel this take only: its sibling variations go on. False when it is not running."""
         with self._lock:
             job, index = self._jobs.get(take_id, (None, 0))
-        return job is not None and bool(job.cancel_take(index, "cancelled in the studio"))
+        return job is not None and bool(job.cancel_take(index, "cancelled"))
 
     def cancel_job(self, take_id: str) -> bool:
         """Cancel the whole job that renders `take_id` (every variation). False when it is not running."""
@@ -131,7 +131,7 @@ class TakeRunner:
             job, _ = self._jobs.get(take_id, (None, 0))
         if job is None:
             return False
-        job.cancel("cancelled in the studio")
+        job.cancel("cancelled")
         return True
 
     def shutdown(self) -> list[str]:
@@ -221,7 +221,8 @@ class TakeRunner:
                                    phase=f"preparing {e.what}" + (f": {e.detail}" if e.detail else ""))
                 elif isinstance(e, ev.Running):
                     update(e.take, force=True, status=RUNNING, seed=e.seed, progress=PREPARE_SHARE, queue_position=None,
-                           phase=f"starting on {e.worker}" + (f" (attempt {e.attempt})" if e.attempt > 1 else ""))
+                           # The worker's name (w0:torch:cpu) is for the record, not the musician.
+                           phase="starting" + (f" (attempt {e.attempt})" if e.attempt > 1 else ""))
                 elif (moved := progress_of(e)) is not None:
                     update(e.take, progress=moved[0], eta_s=e.eta_s, phase=moved[1])
                 elif isinstance(e, ev.AudioChunk):
@@ -361,7 +362,7 @@ def ordinal(n: int) -> str:
 
 def queue_phase(place: int) -> str:
     """A waiting take's phase, in the words the page shows."""
-    return "waiting: next in line" if place == 1 else f"waiting: {place - 1} take(s) ahead in line"
+    return "waiting: next in line" if place == 1 else f"waiting: {ordinal(place)} in line"
 
 
 def _error(exc: BaseException) -> str:

@@ -158,6 +158,7 @@ def test_a_newcomer_makes_a_song_in_the_browser_opened_before_the_model_is_ready
             text = page.evaluate("document.body.innerText")
             assert "Loading the model" in loading or "Running on" in loading, loading
             assert "Songs cannot be made" not in text and "VocabError" not in text
+            assert page.get_by_role("button", name="Refresh the take list").count() == 1  # ↻ has a name
             for path in newcomer.server_paths():
                 assert path not in text, f"the page shows a server path ({path})"
         finally:

@@ -127,7 +127,8 @@ def test_without_weights_the_page_says_what_is_missing_and_downloads_with_progre
 
         def fake_fetch() -> bool:  # the real one downloads; here only the banner's progress matters
             started.append(True)
-            svc.model_status = ModelStatus(ready=False, loading="downloading file 2 of 3: vae / vae_model.pt (~600 MB)")
+            svc.model_status = ModelStatus(ready=False, loading="downloading file 2 of 3: vae / vae_model.pt (~600 MB)",
+                                           downloading=True)
             return True
 
         svc.on_fetch = fake_fetch

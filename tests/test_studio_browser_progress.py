@@ -73,7 +73,7 @@ def test_waiting_take_shows_its_place_and_the_eta_runs_down(serve) -> None:
             assert not page.evaluate(NO_ERRORS)
         finally:
             browser.close()
-    assert re.search(r"waiting: (next in line|\d+ take\(s\) ahead in line) · about \d+ s left", waiting), waiting
+    assert re.search(r"waiting: (next in line|\d+(st|nd|rd|th) in line) · about \d+ s left", waiting), waiting
     steps = [int(m.group(1)) for t in seen if (m := re.search(r"step (\d+) of 8", t))]
     # Up to 8, never past it; the page shows the newest snapshot, so "step 8" can be replaced by the first
     # decode window before a 100 ms poll sees it (seen on a loaded machine): the last reading is 7 or 8.
