@@ -37,6 +37,8 @@ class WorkerConfig:
     backend: str = _opt("torch", "torch (CPU/CUDA) or ttnn")
     device: str = _opt("auto", "auto (CUDA if visible, else MPS, else the CPU), cpu, cuda:N, mps, or the ttnn device id")
     style: str | None = _opt(None, "style model (MuQ-MuLan) checkpoint; omit to run without", path=True)
+    lyrics_model: str | None = _opt(None, "Whisper checkpoint folder for the lyrics check (loaded on first use); "
+                                    "omit to run without", path=True)
     precision: str = _opt("auto", "weights and compute precision; auto: bfloat16 (mixed) on CUDA and on CPUs with "
                           "native bfloat16 (AMX), float16 on MPS, float32 on other CPUs and for ttnn (its own "
                           "settings apply); float32 is the exact path", choices=PRECISIONS)

@@ -184,6 +184,13 @@ class WorkerCore:
                 texts = msg.body.texts  # type: ignore[attr-defined]
                 emb = self.backend.style(texts, None if texts is not None else msg.tensors.get("audio"))  # type: ignore[arg-type]
                 self.emit(call.peer, call.rid, P.StyleEmb(), {"embedding": emb})
+            elif msg.op is P.Op.TRANSCRIBE:
+                t0 = time.perf_counter()
+                body_t: P.Transcribe = msg.body  # type: ignore[assignment]
+                model, words = self.backend.transcribe(msg.tensors["audio"], body_t.windows or None,  # type: ignore[arg-type]
+                                                       body_t.language or None)
+                heard = [P.HeardWord(w.text, w.start, w.end) for w in words]
+                self.emit(call.peer, call.rid, P.Transcript(model, heard, time.perf_counter() - t0), None)
             else:
                 raise ProtocolError(f"op {msg.op.name} is not a call")
         except Exception as exc:  # noqa: BLE001 - a failed call ends that call only

@@ -20,6 +20,7 @@ frame is HMAC-SHA256 over all frames before it (see `wire.py`). Nothing is ever 
 | STYLE    0x06    | Style        | audio: f32 [B, n] (24 kHz mono) unless `texts`              | STYLE_EMB embedding: f32 [B, 512] |
 | FORWARD  0x07    | Forward      | x, cond: [B,N,64]; text: int64 [B,N]; time: [B] or []; style_prompt: [B,512]; start_time, duration: [B] (optional); B <= max_forward_batch, B*N <= max_forward_work | VELOCITY v: [B,N,64] |
 | DECODE   0x0a    | Decode       | latent: f32 [64, T] (channels first)                        | ACCEPTED, WINDOW x M, DONE (a job: cancellable) |
+| TRANSCRIBE 0x0b  | Transcribe   | audio: f32 [n] (16 kHz mono); windows in the body (s, each <= 30 s) | TRANSCRIPT (words with times; Whisper loaded on first use) |
 | STATS    0x08    | Stats        | -                                                          | STATS_REPLY   |
 | SHUTDOWN 0x09    | Shutdown     | -                                                          | BYE, then the worker exits |
 
@@ -39,8 +40,8 @@ from device_worker import controls
 
 # Bumped on any change to a message's fields or meaning; peers of another version are refused at HELLO.
 # 1: first release. 2: Limits gained max_forward_batch / max_forward_work (the bounds of one FORWARD);
-# Done gained `memory` (the song's peak device memory).
-PROTOCOL_VERSION = 2
+# Done gained `memory` (the song's peak device memory). 3: TRANSCRIBE / TRANSCRIPT (the lyrics check).
+PROTOCOL_VERSION = 3
 
 # Struct options as vLLM's EngineCoreOutputs: positional arrays (small headers), defaults left out,
 # no GC tracking (messages hold no cycles).
@@ -61,6 +62,7 @@ class Op(bytes, enum.Enum):
     STATS = b"\x08"
     SHUTDOWN = b"\x09"
     DECODE = b"\x0a"
+    TRANSCRIBE = b"\x0b"
     # worker -> client
     WELCOME = b"\x41"
     LOADING = b"\x42"
@@ -78,6 +80,7 @@ class Op(bytes, enum.Enum):
     VELOCITY = b"\x4e"
     STATS_REPLY = b"\x4f"
     BYE = b"\x50"
+    TRANSCRIPT = b"\x51"
 
 
 class Limits(msgspec.Struct, **_OPTS):
@@ -156,6 +159,14 @@ class Forward(msgspec.Struct, **_OPTS):
 class Decode(msgspec.Struct, **_OPTS):
     window: int = 128
     overlap: int = 32
+
+
+class Transcribe(msgspec.Struct, **_OPTS):
+    """Hear the `audio` tensor (16 kHz mono) in these windows ([start_s, end_s], each at most 30 s;
+    empty: consecutive 30 s windows) with the worker's Whisper (`--lyrics-model`)."""
+
+    windows: list[list[float]] = []
+    language: str = ""  # "en", "zh", ...; "": Whisper detects it
 
 
 class Stats(msgspec.Struct, **_OPTS):
@@ -243,6 +254,18 @@ class StyleEmb(msgspec.Struct, **_OPTS):
     pass
 
 
+class HeardWord(msgspec.Struct, **_OPTS):
+    text: str
+    start: float
+    end: float
+
+
+class Transcript(msgspec.Struct, **_OPTS):
+    model: str  # the Whisper checkpoint's id (folder name + size + mtime hash)
+    words: list[HeardWord] = []
+    seconds: float = 0.0
+
+
 class Velocity(msgspec.Struct, **_OPTS):
     seconds: float = 0.0
 
@@ -267,12 +290,12 @@ BODY: dict[Op, type[msgspec.Struct]] = {
     Op.WELCOME: Welcome, Op.LOADING: Loading, Op.READY: Ready, Op.PONG: Pong, Op.ACCEPTED: Accepted,
     Op.STEP: StepDone, Op.LATENT: Latent, Op.WINDOW: WindowDone, Op.DONE: Done, Op.ERROR: Error,
     Op.CANCELLED: Cancelled, Op.ENCODED: Encoded, Op.STYLE_EMB: StyleEmb, Op.VELOCITY: Velocity,
-    Op.STATS_REPLY: StatsReply, Op.BYE: Bye,
+    Op.STATS_REPLY: StatsReply, Op.BYE: Bye, Op.TRANSCRIBE: Transcribe, Op.TRANSCRIPT: Transcript,
 }
 OP_OF: dict[type[msgspec.Struct], Op] = {cls: op for op, cls in BODY.items()}
 
 REQUESTS = frozenset({Op.HELLO, Op.PING, Op.SUBMIT, Op.CANCEL, Op.ENCODE, Op.STYLE, Op.FORWARD, Op.DECODE,
-                      Op.STATS, Op.SHUTDOWN})
+                      Op.STATS, Op.SHUTDOWN, Op.TRANSCRIBE})
 
 _FLOATS = ("float32", "float16", "bfloat16")
 # op -> tensor name -> (allowed dtypes, allowed ranks, required). Checked by the worker before use.
@@ -286,6 +309,7 @@ TENSORS: dict[Op, dict[str, tuple[tuple[str, ...], tuple[int, ...], bool]]] = {
     Op.ENCODE: {"audio": (("float32",), (2,), True)},
     Op.DECODE: {"latent": (("float32",), (2,), True)},
     Op.STYLE: {"audio": (("float32",), (2,), False)},
+    Op.TRANSCRIBE: {"audio": (("float32",), (1,), True)},
     Op.FORWARD: {
         "x": (_FLOATS, (3,), True),
         "cond": (_FLOATS, (3,), True),

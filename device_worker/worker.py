@@ -35,7 +35,7 @@ from device_worker.scheduler import Call, Scheduler
 logger = logging.getLogger(__name__)
 
 _INPROC = "inproc://events"
-_CALLS = (P.Op.ENCODE, P.Op.STYLE, P.Op.FORWARD)
+_CALLS = (P.Op.ENCODE, P.Op.STYLE, P.Op.FORWARD, P.Op.TRANSCRIBE)
 
 
 class WorkerServer:
@@ -47,7 +47,7 @@ class WorkerServer:
         self.secret = cfg.secret if cfg.secret is not None else wire.read_secret(cfg.secret_file)
         self.limits = P.Limits(max_jobs=cfg.max_jobs)
         options: dict[str, object] = {"threads": cfg.threads, "half_mode": cfg.half_mode, "style_path": cfg.style,
-                                      "compile": cfg.compile}
+                                      "compile": cfg.compile, "lyrics_model": cfg.lyrics_model}
         self.precision = resolve_precision(cfg.backend, cfg.device, cfg.precision,
                                            cpu_bf16=cfg.backend == "torch" and cpu_has_native_bf16())
         self.backend = make_backend(cfg.backend, cfg.device, self.precision,

@@ -261,6 +261,13 @@ class Worker:
         return self._request(P.Style(None), {"audio": audio[None] if audio.ndim == 1 else audio}).reply(
             timeout_s).tensors["embedding"]
 
+    def transcribe(self, audio_16k: Any, windows: Sequence[Sequence[float]] | None = None, language: str = "",
+                   timeout_s: float = 600.0) -> P.Transcript:
+        """16 kHz mono float32 [n] -> the words the worker's Whisper heard, with times (s)."""
+        body = P.Transcribe([[float(a), float(b)] for a, b in windows or []], language)
+        return self._request(body, {"audio": np.ascontiguousarray(_host(audio_16k), np.float32)}).reply(
+            timeout_s).body
+
     def forward(self, tensors: Mapping[str, Any], *, drop_audio_cond: bool = False, drop_text: bool = False,
                 drop_prompt: bool = False, timeout_s: float = 120.0) -> Any:
         """One DiT forward (the RemoteDiT path): numpy tensors in, velocity [B, N, 64] out."""

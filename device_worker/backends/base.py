@@ -134,6 +134,11 @@ class Backend(abc.ABC):
         """Text prompts or 24 kHz mono audio [B, n] -> style embeddings float32 [B, 512]."""
         raise NotSupported(f"the {self.name} backend has no style model")
 
+    def transcribe(self, audio: np.ndarray, windows: Sequence[Sequence[float]] | None,
+                   language: str | None) -> tuple[str, list[Any]]:
+        """16 kHz mono audio [n] -> (model id, words with times) by the lyrics model (Whisper)."""
+        raise NotSupported(f"the {self.name} backend has no lyrics model")
+
     def forward(self, tensors: Mapping[str, Tensor], drop_audio_cond: bool, drop_text: bool,
                 drop_prompt: bool) -> Tensor:
         """One DiT forward with upstream's arguments (the RemoteDiT path) -> velocity [B, N, 64]."""

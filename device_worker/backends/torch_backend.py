@@ -72,7 +72,8 @@ class TorchBackend(SamplerBackend):
     name = "torch"
 
     def __init__(self, device: str = "cpu", precision: str = "float32", threads: int | None = None,
-                 half_mode: str = "mixed", style_path: str | None = None, compile: str = "auto") -> None:
+                 half_mode: str = "mixed", style_path: str | None = None, compile: str = "auto",
+                 lyrics_model: str | None = None) -> None:
         if precision not in _DTYPES:
             raise ValueError(f"precision {precision!r} is not one of {sorted(_DTYPES)}")
         super().__init__(device, precision)
@@ -82,6 +83,8 @@ class TorchBackend(SamplerBackend):
         self.compile = compile  # device_worker.model.compiled.should_compile
         self.compile_s = 0.0
         self._style_model: Any = None
+        self.lyrics_model = lyrics_model
+        self._transcriber: Any = None  # loaded on the first TRANSCRIBE, then kept (as the style model)
         self.dit: Any = None
         self.vae: Any = None
 
@@ -155,6 +158,20 @@ class TorchBackend(SamplerBackend):
         else:
             emb = self._style_model.embed_audio(to_torch(audio))
         return np.ascontiguousarray(emb.detach().float().cpu().numpy())
+
+    def transcribe(self, audio: np.ndarray, windows: Sequence[Sequence[float]] | None,
+                   language: str | None) -> tuple[str, list[Any]]:
+        if not self.lyrics_model:
+            raise NotSupported("lyrics model not loaded: start the worker with --lyrics-model PATH")
+        if self._transcriber is None:
+            from device_worker.transcribe import load_transcriber
+
+            # float32 on the CPU (Whisper's half-precision CPU paths are slow), float16 on a GPU
+            dtype = None if not is_gpu(self.device) else __import__("torch").float16
+            self._transcriber = load_transcriber(self.lyrics_model, device=self.device, dtype=dtype)
+        spans = [(float(a), float(b)) for a, b in windows] if windows else None
+        words = self._transcriber.transcribe(np.asarray(audio, np.float32), spans, language)
+        return model_id(self.lyrics_model), words
 
     def forward(self, tensors: Mapping[str, Tensor], drop_audio_cond: bool, drop_text: bool,
                 drop_prompt: bool) -> Tensor:
