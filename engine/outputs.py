@@ -57,6 +57,15 @@ def slug(text: str, limit: int = 40) -> str:
     return s or "song"
 
 
+def file_stem(info: TakeRecord) -> str:
+    """The take's file name without extension, which is also its download name: title, what made it (an
+    edit or a continuation of another take is named so), variation, seed and the time it was written, so
+    the edits and extensions of one take never download under one name."""
+    edit = info.request.get("edit") or {}
+    made = f"-{edit.get('mode', 'edit')}" if edit else ""
+    return f"{slug(info.title)}{made}-t{info.take}-s{info.seed}-{time.strftime('%H%M%S')}"
+
+
 def new_take_dir(root: Path, title: str, seed: int, take: int) -> Path:
     """A fresh folder under `root/YYYY-MM-DD/`; `mkdir` fails on an existing name, so retry with a new
     token rather than ever sharing a folder."""
@@ -80,7 +89,7 @@ def write_take(folder: Path, audio: Any, info: TakeRecord, formats: tuple[str, .
     """
     t0 = time.perf_counter()
     pcm = to_int16(audio)  # [n, 2] int16, peak-normalised over both channels as upstream
-    stem = f"{slug(info.title)}-t{info.take}-s{info.seed}"
+    stem = file_stem(info)
     files: dict[str, str] = {}
     try:
         files.update(encode(folder, stem, pcm, formats, _tags(info)))

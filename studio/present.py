@@ -74,7 +74,7 @@ def style_match_text(t: TakeInfo) -> str:
     """One line for the take's detail: the figure and what it measures, or why it is absent."""
     v = style_match_of(t)
     if v is not None:
-        return (f"**Style match {v:.2f}** (MuQ-MuLan cosine between the take's audio and its style; it ranks "
+        return (f"**Style match {v:.2f}** (how close the take's sound is to the style you asked for, 0 to 1; it ranks "
                 "the variations of one request, 1 would be the same direction)")
     sm = (t.record or {}).get("style_match")
     why = sm.get("why") if isinstance(sm, dict) else None
@@ -84,7 +84,7 @@ def style_match_text(t: TakeInfo) -> str:
 def style_match_caption(t: TakeInfo) -> str:
     """Plain text beside the take's waveform: the figure, or nothing when the take has none."""
     v = style_match_of(t)
-    return f"Style match {v:.2f} (MuQ-MuLan cosine to the take's style; compare variations by it)" if v is not None else ""
+    return f"Style match {v:.2f} (how close its sound is to your style; compare variations by it)" if v is not None else ""
 
 
 def take_label(t: TakeInfo) -> str:

@@ -38,7 +38,8 @@ def _slider(c: controls.Control, step: float, **kw: Any) -> gr.Slider:
 
 
 def build() -> GenerateUI:
-    duration = gr.Slider(95, 285, value=95, step=1, label="Length (s): 95 = base model, 96–285 = full model",
+    duration = gr.Slider(95, 285, value=95, step=1,
+                         label="Length (s): a 95 s song uses the quick model, 96 to 285 s the long one",
                          elem_id="duration")
     with gr.Accordion("Advanced", open=False):
         with gr.Row():
