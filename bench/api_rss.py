@@ -10,41 +10,21 @@ studio's RSS every 100 calls and the growth over the second half (target: flat, 
 from __future__ import annotations
 
 import argparse
-import os
-import socket
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+from studio_process import rss_mb, serve_test_studio  # noqa: E402 - bench/ is on the path
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=1000)
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="api-rss-"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_TEMP_DIR": str(tmp / "gradio"),
-           "STUDIO_LOG_LEVEL": "WARNING"}
-    log = open(tmp / "serve.log", "w")  # noqa: SIM115 - open for the studio's whole life
-    proc = subprocess.Popen([sys.executable, "-m", "studio.cli", "serve", "--model", "test", "--port", str(port),
-                             "--data-dir", str(tmp / "data"), "--threads", "1"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    proc, url, tmp = serve_test_studio("api-rss-")
+    url = url.rstrip("/")
     try:
         with httpx.Client(timeout=30) as http:
             for _ in range(240):

@@ -12,26 +12,17 @@ the targets (studio < 500 MB without weights; flat: < 0.5 MB per song over the s
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from studio_process import rss_mb, serve_test_studio  # noqa: E402 - bench/ is on the path
+
 LRC = "[00:00.50]hello neon night\n[00:02.00]goodbye moon\n[00:03.50]\n"
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def children(pid: int) -> list[int]:
@@ -58,17 +49,7 @@ def main() -> None:
 
     from studio.identity import Identity
 
-    tmp = Path(tempfile.mkdtemp(prefix="soak-studio-"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_TEMP_DIR": str(tmp / "gradio"),
-           "STUDIO_LOG_LEVEL": "WARNING"}
-    log = open(tmp / "serve.log", "w")  # noqa: SIM115 - open for the studio's whole life
-    proc = subprocess.Popen([sys.executable, "-m", "studio.cli", "serve", "--model", "test", "--port", str(port),
-                             "--data-dir", str(tmp / "data"), "--threads", "1", "--test-crop-frames", str(args.frames)],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
+    proc, url, tmp = serve_test_studio("soak-studio-", args.frames)
     try:
         client = None
         for _ in range(240):
@@ -121,7 +102,6 @@ def main() -> None:
     finally:
         proc.terminate()
         proc.wait(60)
-        log.close()
 
 
 if __name__ == "__main__":

@@ -11,11 +11,7 @@ studio's RSS is sampled every 0.2 s. Prints done/total, the p95 song time and th
 from __future__ import annotations
 
 import argparse
-import os
-import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -23,14 +19,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from studio_process import rss_mb, serve_test_studio  # noqa: E402 - bench/ is on the path
+
 LRC = "[00:00.50]hello neon night\n[00:02.00]goodbye moon\n[00:03.50]\n"
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def main() -> None:
@@ -43,17 +34,7 @@ def main() -> None:
 
     from studio.identity import Identity
 
-    tmp = Path(tempfile.mkdtemp(prefix="users-rss-"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_TEMP_DIR": str(tmp / "gradio"),
-           "STUDIO_LOG_LEVEL": "WARNING"}
-    log = open(tmp / "serve.log", "w")  # noqa: SIM115 - open for the studio's whole life
-    proc = subprocess.Popen([sys.executable, "-m", "studio.cli", "serve", "--model", "test", "--port", str(port),
-                             "--data-dir", str(tmp / "data"), "--threads", "1", "--test-crop-frames", str(args.frames)],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
+    proc, url, tmp = serve_test_studio("users-rss-", args.frames)
     peak = [0.0]
     stop = threading.Event()
 
