@@ -25,8 +25,10 @@ log = logging.getLogger("studio.serve")
 @click.command("serve", context_settings={"show_default": True})
 @click.option("--host", default="127.0.0.1", help="Interface to listen on (0.0.0.0 = the whole network).")
 @click.option("--port", default=7860, type=int, help="Port to listen on.")
+@click.option("--takes-per-owner", default=16, type=click.IntRange(1, 1000),
+              help="Takes one person may have queued or rendering at once (so everyone gets a turn).")
 @model_options
-def serve(host: str, port: int, data_dir: Path | None, db_url: str | None, workers: tuple[str, ...],
+def serve(host: str, port: int, takes_per_owner: int, data_dir: Path | None, db_url: str | None, workers: tuple[str, ...],
           devices: tuple[str, ...], backend: str, precision: str, dits: tuple[str, ...], vae: str | None, model: str,
           models_dir: str | None, secret_file: str | None, threads: int | None, lock_dir: str | None,
           test_crop_frames: int | None, ray_address: str | None = None, ray_resource: str | None = None) -> None:
@@ -61,7 +63,7 @@ def serve(host: str, port: int, data_dir: Path | None, db_url: str | None, worke
     recovered = store.recover_interrupted()
     if recovered:
         log.info("[serve] %d take(s) were interrupted by the last stop; they can be retried", len(recovered))
-    config = StudioConfig(data_dir, test_model=model == "test")
+    config = StudioConfig(data_dir, test_model=model == "test", takes_per_owner=takes_per_owner)
     svc = Services(store, config, model_status=ModelStatus(ready=False, loading="preparing model files"))
     spec = WorkerPlan(workers, devices, backend, precision, secret_file, threads, lock_dir, ray_address, ray_resource)
     loader = threading.Thread(target=_load_engine, name="engine-loader", daemon=True,

@@ -25,6 +25,9 @@ class StudioConfig:
     # may run at once; cheap handlers (lists, renames) get their own larger pool.
     follow_concurrency: int = 16
     queue_max_size: int = 64
+    # Takes one owner may have queued or rendering at once (studio.admission): 16 fits one request's
+    # variations; a batch script or a one-musician studio may raise it.
+    takes_per_owner: int = 16
     # The label shown in the header when the weights are random (`--model test`).
     model_label: str = ""
     test_model: bool = False

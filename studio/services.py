@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studio.admission import Admission
+from studio.admission import Admission, Limits
 from studio.config import PathRefused, StudioConfig
 from studio.identity import Identity
 from studio.store import Store
@@ -106,7 +106,8 @@ class Services:
         self.engine = engine
         self.runner = TakeRunner(engine, store) if engine is not None else None
         self.model_status = model_status or ModelStatus(ready=engine is not None)
-        self.admission = Admission()  # per-owner limits on takes, follows and streams
+        # per-owner limits on takes, follows and streams
+        self.admission = Admission(Limits(takes_per_owner=config.takes_per_owner))
         self.state_holder: Any = None  # Gradio's per-session state, set at launch (studio/gradio_state.py)
         self.on_fetch: Callable[[], bool] | None = None  # set by `studio serve` when it can download files
         for d in (config.uploads_dir, config.styles_dir, config.cache_dir):

@@ -184,6 +184,20 @@ DONE_COUNT = ("document.querySelector('#takes').innerText.split('\\n')"
 
 
 @contextmanager
+def fresh_studio(tmp_path_factory: Any):
+    """A module's own in-process studio on the test model, in fresh folders: yields (url without the
+    trailing slash, services)."""
+    from studio.testmodel import ensure_test_models
+
+    models = ensure_test_models(tmp_path_factory.mktemp("test-model"))
+    tmp = tmp_path_factory.mktemp("studio")
+    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+    os.environ["GRADIO_TEMP_DIR"] = str(tmp / "gradio")
+    with in_process_studio(tmp / "data", models) as (url, svc):
+        yield url.rstrip("/"), svc
+
+
+@contextmanager
 def page_with_takes(tmp: Path, chromium: str, args: list[str], takes: int, *, lyrics: str | None = None,
                     style: str | None = None):
     """A `studio serve` process on the cropped test model, and a browser page on it that generated

@@ -37,8 +37,10 @@ def test_two_studios_on_one_database_one_killed_mid_generation(tmp_path: Path, p
     with pg.database() as url:
         # --test-crop-frames keeps each take short; 100 steps (1-3 s a take here) keep the studio that is
         # killed busy for a while, so it dies mid-take with more takes waiting behind it.
-        a = ServeProcess(data, tmp_path, "--db", url, "--test-crop-frames", "64")
-        b = ServeProcess(data, tmp_path, "--db", url, "--test-crop-frames", "64")
+        # All 20 clients hold the machine's token (one owner): lift the per-owner limit above them.
+        args = ("--db", url, "--test-crop-frames", "64", "--takes-per-owner", str(2 * CLIENTS))
+        a = ServeProcess(data, tmp_path, *args)
+        b = ServeProcess(data, tmp_path, *args)
         try:
             watch = {a.url: a.wait_ready(), b.url: b.wait_ready()}  # one polling client per studio
 

@@ -15,23 +15,17 @@ import numpy as np
 import pytest
 import soundfile as sf
 from gradio_client import handle_file
-from studio_helpers import api_client, form, in_process_studio
+from studio_helpers import api_client, form, fresh_studio
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory):
-    from studio.testmodel import ensure_test_models
-
-    models = ensure_test_models(tmp_path_factory.mktemp("test-model"))
-    tmp = tmp_path_factory.mktemp("studio")
-    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
-    os.environ["GRADIO_TEMP_DIR"] = str(tmp / "gradio")
-    with in_process_studio(tmp / "data", models) as (url, svc):
-        owner = api_client(url, tmp / "data")
+    with fresh_studio(tmp_path_factory) as (url, svc):
+        owner = api_client(url, svc.config.data_dir)
         other = api_client(url, token=svc.identity.new_token())
-        yield url.rstrip("/"), svc, owner, other
+        yield url, svc, owner, other
 
 
 def finished(client, **overrides) -> tuple[str, dict]:

@@ -6,26 +6,19 @@ the HTTP API as a hostile client would (raw `/gradio_api/call/...`, never readin
 
 from __future__ import annotations
 
-import os
 import time
 
 import httpx
 import pytest
-from studio_helpers import api_client, form, in_process_studio
+from studio_helpers import api_client, form, fresh_studio
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory):
-    from studio.testmodel import ensure_test_models
-
-    models = ensure_test_models(tmp_path_factory.mktemp("test-model"))
-    tmp = tmp_path_factory.mktemp("studio")
-    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
-    os.environ["GRADIO_TEMP_DIR"] = str(tmp / "gradio")
-    with in_process_studio(tmp / "data", models) as (url, svc):
-        yield url.rstrip("/"), svc
+    with fresh_studio(tmp_path_factory) as (url, svc):
+        yield url, svc
 
 
 def owner_of(svc, client) -> str:

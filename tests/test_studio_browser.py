@@ -174,7 +174,7 @@ def test_refresh_cancel_take_actions_and_history(studio_url) -> None:
             set_advanced(page, steps=200, variations=16)
             page.click("#generate")
             # Once the last waiting take has an ETA, each take further back reads a later (or equal) one.
-            page.wait_for_function("/11 take\\(s\\) ahead in line · about/.test("
+            page.wait_for_function("/waiting: 12th in line · about/.test("
                                    "document.querySelector('#progress')?.innerText)", timeout=60_000)
             lines = page.inner_text("#progress").splitlines()
             etas = [int(m.group(1)) for line in lines if "waiting" in line

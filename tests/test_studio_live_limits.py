@@ -6,28 +6,21 @@ A real studio (test model, one CPU worker) on 127.0.0.1; listeners are raw socke
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from studio_helpers import api_client, form, in_process_studio
+from studio_helpers import api_client, form, fresh_studio
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory):
-    from studio.testmodel import ensure_test_models
-
-    models = ensure_test_models(tmp_path_factory.mktemp("test-model"))
-    tmp = tmp_path_factory.mktemp("studio")
-    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
-    os.environ["GRADIO_TEMP_DIR"] = str(tmp / "gradio")
-    with in_process_studio(tmp / "data", models) as (url, svc):
-        yield url.rstrip("/"), svc
+    with fresh_studio(tmp_path_factory) as (url, svc):
+        yield url, svc
 
 
 def queued_live_url(client, n: int = 16) -> tuple[dict, str]:
