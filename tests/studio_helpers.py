@@ -183,6 +183,15 @@ DONE_COUNT = ("document.querySelector('#takes').innerText.split('\\n')"
               ".filter(l => l.trim().endsWith('done')).length")
 
 
+def open_page(context: Any, url: str) -> Any:
+    """A new tab on the studio, once its form is there and Gradio has finished loading it."""
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_selector("#lyrics textarea", timeout=60_000)
+    page.wait_for_function("!document.body.innerText.includes('processing')", timeout=60_000)
+    return page
+
+
 @contextmanager
 def fresh_studio(tmp_path_factory: Any):
     """A module's own in-process studio on the test model, in fresh folders: yields (url without the

@@ -10,20 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from studio_helpers import LRC, ServeProcess, form
+from studio_helpers import LRC, ServeProcess, form, open_page
 from test_studio_browser import ARGS, CHROMIUM, NO_ERRORS
 
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
 
 FIELD = "#title textarea, #title input"
-
-
-def open_page(context, url: str):
-    page = context.new_page()
-    page.goto(url)
-    page.wait_for_selector("#lyrics textarea", timeout=60_000)
-    page.wait_for_function("!document.body.innerText.includes('processing')", timeout=60_000)
-    return page
 
 
 def sessions_include(page, title: str) -> None:
