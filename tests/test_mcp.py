@@ -279,3 +279,16 @@ def test_the_api_listing_holds_only_the_public_endpoints(studio) -> None:
     info = httpx.get(server.url + "gradio_api/info", timeout=30).json()
     assert set(info["named_endpoints"]) == PUBLIC
     assert not info["unnamed_endpoints"]
+
+
+def test_serve_mcp_without_the_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    import sys
+
+    from click.testing import CliRunner
+
+    from studio.cli import main
+
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if `pip install -e .` without the extra
+    result = CliRunner().invoke(main, ["serve", "--mcp", "--model", "test", "--data-dir", str(tmp_path)])
+    assert result.exit_code != 0 and 'pip install -e ".[mcp]"' in result.output, result.output
+    assert not (tmp_path / "studio.db").exists()  # refused before anything started
