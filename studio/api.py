@@ -47,7 +47,7 @@ NEED_TOKEN = ("This endpoint needs your access token: run `studio token` on the 
 
 def owner_or_refuse(svc: Services, request: gr.Request | None) -> str:
     """The owner the request's token proves; refused with how to get a token (API and MCP tools alike)."""
-    owner = svc.identity.from_request(request)
+    owner = access.Who.of(svc.identity, request=request).owner
     if owner is None:
         raise gr.Error(NEED_TOKEN)
     return owner

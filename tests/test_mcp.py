@@ -149,7 +149,10 @@ def test_make_song_streams_progress_and_returns_a_downloadable_take_matching_the
         LRC, "dreamy synthwave", 95.0, 6, 1234)
     assert take["record"]["title"] == "neon test" and take["record"]["style"] == "dreamy synthwave"
 
-    # It landed in the owner's sessions: list_takes and get_take see it, with fresh signed URLs.
+    # It landed in the owner's sessions (the page's and the API's too): list_takes and get_take see it,
+    # with fresh signed URLs.
+    sessions = api_client(server.url, token=owner).predict("", api_name="/sessions")
+    assert answer.json()["session_id"] in [s["id"] for s in sessions]
     listed = call(server, "list_takes", {"limit": 5}, owner).json()["takes"]
     assert take["take_id"] in [t["take_id"] for t in listed]
     got = call(server, "get_take", {"take_id": take["take_id"]}, owner).json()
