@@ -144,9 +144,8 @@ class Engine:
                         timings=timings, lyrics_report=prepared.lyrics_report, notes=notes,
                         effective={**prepared.effective, "seeds": ctx.seeds, "steps": request.steps,
                                    "cfg": request.cfg, "policy": self.config.policy})
-        t0 = time.perf_counter()
         info.style_match = self._style_match(unit)
-        timings["style_match"] = round(time.perf_counter() - t0, 6)
+        timings["style_match"] = dev.get("style_match", 0.0)  # the worker's, inside the take's last unit
         folder = ctx.out_dir or new_take_dir(self.config.takes_dir, request.title, unit.seed, unit.take)
         folder.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
@@ -155,16 +154,18 @@ class Engine:
         return TakeResult(unit.take, unit.seed, files, timings, unit.worker)
 
     def _style_match(self, unit: Unit) -> dict[str, Any]:
-        """The take's MuQ-MuLan similarity to its style (engine.style_match), or why there is none."""
+        """The take's MuQ-MuLan similarity to its style (engine.style_match, from the embedding the worker
+        sent with the take), or why there is none."""
         if not self.config.models.style:
             return {"cosine": None, "why": "no style model is loaded"}
-        try:
-            from engine.style_match import style_match
+        heard = unit.style_heard
+        if heard.get("embedding") is None:
+            why = heard.get("error") or "the worker sent no style embedding with the take"
+            logger.warning("style match of %s: %s", unit.key, why)
+            return {"cosine": None, "why": why}
+        from engine.style_match import style_match
 
-            return style_match(unit.audio(), unit.ctx.prepared.style, self.inputs.ops.embed_audio)
-        except Exception as exc:  # noqa: BLE001 - a figure that fails must not cost the take
-            logger.warning("style match of %s failed: %s", unit.key, exc)
-            return {"cosine": None, "why": f"{type(exc).__name__}: {exc}"}
+        return style_match(heard["embedding"], unit.ctx.prepared.style, heard["window_s"])
 
     # -- lifecycle --------------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:

@@ -351,9 +351,10 @@ class Pool:
         request = unit.ctx.request
         outcome: tuple[str, Any] = ("lost", "the worker stopped answering")
         try:
-            job = worker.submit(p.tokens, p.style, p.negative_style, cond=p.cond, steps=request.steps,
-                                cfg_strength=float(request.cfg), seed=unit.seed, song_duration=p.song_duration,
-                                edit_segments=p.edit_segments, label=unit.key)
+            song = P.SongParams(steps=request.steps, cfg=float(request.cfg), seed=unit.seed,
+                                song_duration=p.song_duration, edit_segments=p.edit_segments)
+            job = worker.submit(p.tokens, p.style, p.negative_style, cond=p.cond, song=song, label=unit.key,
+                                style_match=bool(self.config.models.style))
             unit.handle = job
             if unit.ctx.stopping:  # cancelled between placement and submit
                 job.cancel()
@@ -367,6 +368,8 @@ class Pool:
                 elif ev.op is P.Op.DONE:
                     timings = dict(ev.body.timings)
                     unit.device_memory = dict(ev.body.memory)
+                    unit.style_heard = {"embedding": ev.tensors.get("style_embedding"),
+                                        "window_s": list(ev.body.style_window), "error": ev.body.style_error}
                     self.device_seconds += sum(timings.get(k, 0.0) for k in ("prepare", "steps", "decode"))
                     outcome = ("done", timings)
                 elif ev.op is P.Op.ERROR:

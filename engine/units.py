@@ -85,6 +85,7 @@ class Unit:
     blocks: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (start sample, [2, n])
     device_timings: dict[str, float] = field(default_factory=dict)
     device_memory: dict[str, float] = field(default_factory=dict)  # device_peak_mb, from the worker's DONE
+    style_heard: dict[str, Any] = field(default_factory=dict)  # DONE's style embedding + window, or its error
     first_sound_at: float | None = None  # monotonic time its first decoded window arrived
     eta: TakeEta | None = None
     handle: Any = None  # the device stage's handle for cancel

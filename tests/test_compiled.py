@@ -15,6 +15,7 @@ from _worker_util import Song
 from device_worker.model import sampling
 from device_worker.model.compiled import CompiledDiT, should_compile
 from device_worker.model.load import load_dit
+from device_worker.protocol import SongParams
 
 
 def test_auto_compiles_on_cuda_with_a_working_triton_only(monkeypatch):
@@ -40,7 +41,7 @@ def test_compiled_song_equals_eager(reference_dir):
 
     def run(backbone):
         return sampling.sample(backbone, text=text, style=style, negative_style=neg, duration=song.frames,
-                               steps=song.steps, cfg_strength=song.cfg, seed=song.seed)
+                               params=SongParams(steps=song.steps, cfg=song.cfg, seed=song.seed))
 
     eager = run(dit)
     compiled = run(CompiledDiT(dit))

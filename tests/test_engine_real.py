@@ -130,6 +130,19 @@ def test_plain_song_every_event_in_order(engine: Engine, files) -> None:
     assert id3.getall("TIT2")[0].text == ["First Light"]
 
 
+def test_a_take_costs_two_device_calls(engine: Engine, files) -> None:
+    """A text-style take: STYLE (its prompt) and SUBMIT; the style-match figure rides on the SUBMIT (the
+    worker embeds the finished take), not a third call queued behind other jobs' units."""
+    worker = engine.pool.slots[0].worker
+    before = dict(worker.stats().device_calls)
+    events = list(engine.submit(song(files, style="a style no other test asks for", seed=21)))
+    after = dict(worker.stats().device_calls)
+    calls = {op: after.get(op, 0) - before.get(op, 0) for op in after}
+    assert {op: n for op, n in calls.items() if n} == {"STYLE": 1, "SUBMIT": 1}, calls
+    match = json.loads(Path(events[-1].takes[0].files["json"]).read_text())["style_match"]
+    assert -1.0 <= match["cosine"] <= 1.0 and match["window_s"][0] == 0.0, match
+
+
 def test_instrumental_and_plain_lyrics(engine: Engine, files) -> None:
     inst = engine.submit(song(files, lyrics="", seed=5))
     plain = engine.submit(song(files, lyrics="[Verse]\nsing a song of rain\nand the light comes in", seed=6))

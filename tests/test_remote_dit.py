@@ -23,6 +23,7 @@ from _worker_util import EXACT, Song, reference
 
 from device_worker.model.load import load_dit
 from device_worker.model.sampling import Backbone, sample
+from device_worker.protocol import SongParams
 from engine.remote import RemoteDiT, RemoteVae, Worker
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,11 +73,11 @@ class InProcessWorker:
         return self.backend.forward(tensors, drop_audio_cond, drop_text, drop_prompt)
 
 
-def _song(song: Song) -> dict:
+def _song(song: Song, **settings) -> dict:
     text, style, neg = song.inputs()
     return dict(text=torch.from_numpy(text)[None], style=torch.from_numpy(style)[None],
-                negative_style=torch.from_numpy(neg)[None], duration=song.frames, steps=song.steps,
-                cfg_strength=song.cfg, seed=song.seed)
+                negative_style=torch.from_numpy(neg)[None], duration=song.frames,
+                params=SongParams(steps=song.steps, cfg=song.cfg, seed=song.seed, **settings))
 
 
 def test_remote_dit_is_a_backbone_and_a_torch_module(tiny_dit_full: Path) -> None:
@@ -100,8 +101,8 @@ def test_sampler_through_remote_dit_equals_the_in_process_dit(tiny_dit_full: Pat
     dit = load_dit(tiny_dit_full)
     song = Song(frames=48, steps=4)
     fake = InProcessWorker(dit)
-    got = sample(RemoteDiT(fake), **_song(song), start_time=2.0)
-    assert torch.equal(got, sample(dit, **_song(song), start_time=2.0))
+    got = sample(RemoteDiT(fake), **_song(song, start_time=2.0))
+    assert torch.equal(got, sample(dit, **_song(song, start_time=2.0)))
     assert fake.calls == song.steps - 1  # one FORWARD per guided step (both branches in one batch)
 
 

@@ -18,6 +18,7 @@ from device_worker.model.sampling import (
     start_song,
     step_song,
 )
+from device_worker.protocol import SongParams
 
 
 def run(dit, meta, t) -> tuple[dict, torch.Tensor]:
@@ -65,7 +66,7 @@ def test_fp16_upstream_case(reference_dir: Path) -> None:
 def test_mixed_precision_keeps_state_in_fp32_and_tracks_fp32(tiny_dit_full: Path, dtype) -> None:
     text = torch.randint(0, 364, (1, 48))
     kw = dict(text=text, style=torch.randn(1, 512), negative_style=torch.randn(1, 512), duration=48,
-              steps=8, seed=5)
+              params=SongParams(steps=8, seed=5))
     ref = sample(load_dit(tiny_dit_full), **kw)
     dit = load_dit(tiny_dit_full, dtype=dtype, half_mode="mixed")
     state = start_song(dit, **kw)
@@ -80,28 +81,29 @@ def tiny(tiny_dit_base: Path):
     return load_dit(tiny_dit_base)
 
 
-def small_song(n: int = 32, b: int = 1) -> dict:
+def small_song(n: int = 32, b: int = 1, **settings) -> dict:
+    """A 5-step song's sampler arguments; `settings` are its other `SongParams` (seed, cfg, ...)."""
     g = torch.Generator().manual_seed(0)
     return dict(text=torch.randint(0, 364, (b, n), generator=g), style=torch.randn(b, 512, generator=g),
-                negative_style=torch.randn(1, 512, generator=g), duration=n, steps=5)
+                negative_style=torch.randn(1, 512, generator=g), duration=n, params=SongParams(steps=5, **settings))
 
 
 def test_seed_determinism_and_recorded_seed(tiny) -> None:
-    a = sample(tiny, **small_song(), seed=7)
-    assert torch.equal(a, sample(tiny, **small_song(), seed=7))
-    assert not torch.equal(a, sample(tiny, **small_song(), seed=8))
-    state = start_song(tiny, **small_song(), seed=None)
+    a = sample(tiny, **small_song(seed=7))
+    assert torch.equal(a, sample(tiny, **small_song(seed=7)))
+    assert not torch.equal(a, sample(tiny, **small_song(seed=8)))
+    state = start_song(tiny, **small_song(seed=None))
     assert isinstance(state.seed, int)
     while not state.done:
         step_song(tiny, state)
-    assert torch.equal(finish_song(tiny, state), sample(tiny, **small_song(), seed=state.seed))
+    assert torch.equal(finish_song(tiny, state), sample(tiny, **small_song(seed=state.seed)))
 
 
 def test_noise_follows_upstream_per_item_seeding(tiny) -> None:
-    state = start_song(tiny, **small_song(b=2), seed=3)
+    state = start_song(tiny, **small_song(b=2, seed=3))
     torch.manual_seed(3)
     assert torch.equal(state.x[0], torch.randn(32, 64)) and torch.equal(state.x[1], state.x[0])
-    per_item = start_song(tiny, **small_song(b=2), seed=[3, 4])
+    per_item = start_song(tiny, **small_song(b=2, seed=[3, 4]))
     assert per_item.seed == [3, 4] and torch.equal(per_item.x, make_noise([3, 4], 32))
     noise = torch.randn(2, 32, 64)
     assert torch.equal(start_song(tiny, **small_song(b=2), noise=noise).x, noise)
@@ -109,25 +111,25 @@ def test_noise_follows_upstream_per_item_seeding(tiny) -> None:
 
 def test_callback_reports_progress_and_cancels(tiny) -> None:
     calls = []
-    sample(tiny, **small_song(), seed=1, callback=lambda k, total: calls.append((k, total)))
+    sample(tiny, **small_song(seed=1), callback=lambda k, total: calls.append((k, total)))
     assert calls == [(1, 4), (2, 4), (3, 4), (4, 4)]
     with pytest.raises(Cancelled):
-        sample(tiny, **small_song(), seed=1, callback=lambda k, total: k < 2)
+        sample(tiny, **small_song(seed=1), callback=lambda k, total: k < 2)
 
 
 def test_cfg_zero_skips_unconditional_branch(tiny) -> None:
-    assert start_song(tiny, **small_song(), seed=1, cfg_strength=0.0).cache.batch == 1
-    assert start_song(tiny, **small_song(), seed=1).cache.batch == 2
+    assert start_song(tiny, **small_song(seed=1, cfg=0.0)).cache.batch == 1
+    assert start_song(tiny, **small_song(seed=1)).cache.batch == 2
 
 
 def test_cond_is_padded_or_cropped_and_pasted_outside_segments(tiny) -> None:
     cond = torch.randn(1, 20, 64)
     segments = [(4, 10), (25, 40)]  # the second one runs past the end: clipped by the frame range
-    short = sample(tiny, **small_song(), seed=2, cond=cond, edit_segments=segments)
+    short = sample(tiny, **small_song(seed=2, edit_segments=segments), cond=cond)
     padded = torch.nn.functional.pad(cond, (0, 0, 0, 12))
-    assert torch.equal(short, sample(tiny, **small_song(), seed=2, cond=padded, edit_segments=segments))
+    assert torch.equal(short, sample(tiny, **small_song(seed=2, edit_segments=segments), cond=padded))
     long = torch.cat((padded, torch.randn(1, 9, 64)), dim=1)
-    assert torch.equal(short, sample(tiny, **small_song(), seed=2, cond=long, edit_segments=segments))
+    assert torch.equal(short, sample(tiny, **small_song(seed=2, edit_segments=segments), cond=long))
     keep = torch.ones(32, dtype=torch.bool)
     keep[4:10] = keep[25:] = False
     assert torch.equal(short[:, keep], padded[:, keep])
@@ -135,7 +137,7 @@ def test_cond_is_padded_or_cropped_and_pasted_outside_segments(tiny) -> None:
 
 
 def test_sway_shifts_the_time_grid(tiny) -> None:
-    t = start_song(tiny, **small_song(), seed=1, sway=-1.0).t
+    t = start_song(tiny, **small_song(seed=1, sway=-1.0)).t
     plain = torch.linspace(0, 1, 5)
     assert torch.allclose(t, plain - (torch.cos(torch.pi / 2 * plain) - 1 + plain))
     assert t[0] == 0 and abs(t[-1].item() - 1) < 1e-6
@@ -169,8 +171,8 @@ class CountingBackbone:
 def test_any_backbone_runs_the_sampler_and_each_cache_is_released_once(tiny) -> None:
     net = CountingBackbone(tiny)
     assert isinstance(net, Backbone) and isinstance(tiny, Backbone)
-    assert torch.equal(sample(net, **small_song(), seed=3), sample(tiny, **small_song(), seed=3))
+    assert torch.equal(sample(net, **small_song(seed=3)), sample(tiny, **small_song(seed=3)))
     assert [id(c) for c in net.released] == [id(c) for c in net.prepared] and len(net.prepared) == 1  # by finish
     with pytest.raises(Cancelled):
-        sample(net, **small_song(), seed=3, callback=lambda k, total: False)
+        sample(net, **small_song(seed=3), callback=lambda k, total: False)
     assert [id(c) for c in net.released] == [id(c) for c in net.prepared] and len(net.prepared) == 2  # cancelled

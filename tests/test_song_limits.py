@@ -38,9 +38,10 @@ def test_one_default_everywhere() -> None:
         assert getattr(form, c.name) == getattr(req, c.name) == c.default
     from device_worker import protocol as P
 
-    defaults = dict(zip(P.Submit.__struct_fields__[-len(P.Submit.__struct_defaults__):],
-                        P.Submit.__struct_defaults__, strict=True))
-    assert defaults.get("cfg_strength") == controls.CFG.default
+    song = P.SongParams()  # what the wire and the sampler take: the same names and defaults
+    for c in (controls.STEPS, controls.CFG, controls.SEED):
+        assert c.name in P.SongParams.__struct_fields__, f"{c.name} has another name on the wire"
+    assert song.cfg == controls.CFG.default and song.steps == controls.STEPS.default
 
 
 def test_unknown_form_keys_are_named() -> None:

@@ -13,7 +13,8 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 
 from tiny_mulan import LocalStyleEncoder, local_encoder_from_models, write_tiny_mulan  # noqa: E402
 
-from engine.audio_files import AudioFileError, probe, resample, resampled_length  # noqa: E402
+from device_worker.audio import resample, resampled_length  # noqa: E402
+from engine.audio_files import AudioFileError, probe  # noqa: E402
 from engine.style import (  # noqa: E402
     StyleError,
     StyleLibrary,

@@ -16,6 +16,7 @@ from device_worker.backends.ttnn.reference import DeviceShapedDiT
 from device_worker.model.load import load_dit
 from device_worker.model.sampling import Backbone, make_noise
 from device_worker.model.vae import load_vae
+from device_worker.protocol import SongParams
 
 
 @pytest.fixture(scope="module")
@@ -29,11 +30,11 @@ def make(fake, tmp_path: Path, **kw):
     return make_backend("ttnn", "0", root=tmp_path / "cache", vae_windows=(16,), **kw)
 
 
-def song_spec(n: int = 200, steps: int = 3, **kw) -> JobSpec:
+def song_spec(n: int = 200, steps: int = 3, cond: np.ndarray | None = None, **settings) -> JobSpec:
     g = torch.Generator().manual_seed(5)
     return JobSpec(text=torch.randint(0, 364, (n,), generator=g).numpy(), style=torch.randn(512, generator=g).numpy(),
-                   negative_style=torch.randn(512, generator=g).numpy(), steps=steps, seed=7, decode_window=16,
-                   decode_overlap=4, **kw)
+                   negative_style=torch.randn(512, generator=g).numpy(), cond=cond,
+                   song=SongParams(steps=steps, seed=7, **settings), decode_window=16, decode_overlap=4)
 
 
 def run(be, spec: JobSpec) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -55,10 +56,10 @@ def reference_song(dit, spec: JobSpec) -> torch.Tensor:
     text = torch.from_numpy(spec.text)[None]
     song = ref.prepare(torch.zeros(2, n, 64), torch.cat((text, torch.zeros_like(text))),
                        torch.from_numpy(np.stack([spec.style, spec.negative_style])))
-    x, t = make_noise([spec.seed], n), torch.linspace(0, 1, spec.steps)
-    for k in range(spec.steps - 1):
+    x, t = make_noise([spec.song.seed], n), torch.linspace(0, 1, spec.song.steps)
+    for k in range(spec.song.steps - 1):
         v_c, v_u = ref.forward(torch.cat((x, x)), t[k], song).chunk(2)
-        x = x + (t[k + 1] - t[k]) * (v_c + (v_c - v_u) * spec.cfg_strength)
+        x = x + (t[k + 1] - t[k]) * (v_c + (v_c - v_u) * spec.song.cfg)
     return x[0]
 
 
@@ -96,7 +97,7 @@ def test_two_calls_per_step_equal_one_batch2_call(fake_ttnn, ckpt, tiny_vae, tmp
     two.load(str(ckpt), str(tiny_vae), lambda s, f: None)
     a, b = run(one, spec)[0], run(two, spec)[0]
     assert np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
-    unguided = run(one, song_spec(n=120, cfg_strength=0.0))[0]
+    unguided = run(one, song_spec(n=120, cfg=0.0))[0]
     assert np.abs(unguided - a).max() > 1e-3  # cfg 0 really skips the guidance
 
 

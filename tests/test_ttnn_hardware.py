@@ -108,18 +108,20 @@ def test_vae_window_matches_the_cpu_decoder(backend) -> None:
 def test_final_latent_of_a_song_matches_the_cpu_sampler(backend, cpu_dit) -> None:
     from device_worker.backends.base import JobSpec
     from device_worker.model.sampling import sample
+    from device_worker.protocol import SongParams
 
     n = 2067
     g = torch.Generator().manual_seed(2)
     text, style, neg = torch.randint(1, 364, (n,), generator=g), torch.randn(512, generator=g) * 0.05, torch.zeros(512)
-    spec = JobSpec(text=text.numpy(), style=style.numpy(), negative_style=neg.numpy(), steps=32, seed=11)
+    spec = JobSpec(text=text.numpy(), style=style.numpy(), negative_style=neg.numpy(),
+                   song=SongParams(steps=32, seed=11))
     h = backend.prepare(spec)
     while h.steps_done < h.steps_total:
         backend.step([h])
     lat = torch.from_numpy(backend.latent(h))
     backend.free(h)
-    want = sample(cpu_dit, text=text[None], style=style[None], negative_style=neg[None], duration=n, steps=32,
-                  seed=11)[0]
+    want = sample(cpu_dit, text=text[None], style=style[None], negative_style=neg[None], duration=n,
+                  params=SongParams(steps=32, seed=11))[0]
     value = pcc(lat, want)
     print(f"\n[ttnn hw] final latent PCC={value:.6f} (96 s song, 32 steps, cfg 4)")
     assert value >= 0.995

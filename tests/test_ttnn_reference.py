@@ -14,6 +14,7 @@ from device_worker.backends.ttnn.reference_vae import DeviceShapedOobleck
 from device_worker.model.load import load_dit
 from device_worker.model.sampling import make_noise, sample
 from device_worker.model.vae import load_vae
+from device_worker.protocol import SongParams
 
 TOL = 2e-5  # float32: only the order of additions differs (split input projection, unfolded conv)
 
@@ -75,7 +76,8 @@ def test_guided_song_through_the_reference_equals_the_sampler(tiny_dit_full: Pat
     n, steps, cfg = 150, 4, 4.0
     _, _, text, style = inputs(1, n, 9)
     neg = torch.randn(1, 512, generator=torch.Generator().manual_seed(10))
-    want = sample(dit, text=text, style=style, negative_style=neg, duration=n, steps=steps, cfg_strength=cfg, seed=3)
+    want = sample(dit, text=text, style=style, negative_style=neg, duration=n,
+                  params=SongParams(steps=steps, cfg=cfg, seed=3))
     ref = DeviceShapedDiT(dit)
     song = ref.prepare(torch.zeros(2, n, 64), torch.cat((text, torch.zeros_like(text))), torch.cat((style, neg)))
     x, t = make_noise([3], n), torch.linspace(0, 1, steps)

@@ -33,7 +33,7 @@ def test_worker_process_runs_a_song_on_the_ttnn_backend(tiny_vae: Path, tmp_path
         assert ready.info["warm_shapes"] == "vae:16x1" and ready.info["grid"] == "11x10"
         assert "mm=HiFi4" in ready.info["ttnn.precision"]
         spec = song_spec(n=120)
-        job = w.submit(spec.text, spec.style, spec.negative_style, steps=spec.steps, seed=spec.seed,
+        job = w.submit(spec.text, spec.style, spec.negative_style, song=spec.song,
                        decode_window=16, decode_overlap=4)
         kinds, latent, windows = [], None, []
         for ev in job.events(timeout_s=300, event_timeout_s=120):

@@ -23,7 +23,7 @@ shapes = hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=7)
 
 
 def _roundtrip(tensors, key=None, copy_frames=True):
-    frames = wire.encode(P.Submit(seed=7, label="x"), 42, tensors, key=key)
+    frames = wire.encode(P.Submit(song=P.SongParams(seed=7), label="x"), 42, tensors, key=key)
     if copy_frames:  # what comes off a socket: plain bytes per frame
         frames = [bytes(memoryview(f)) for f in frames]
     return wire.decode(frames, key=key)
@@ -45,7 +45,7 @@ def test_roundtrip_every_dtype_and_shape(dtype, shape, data, signed):
     out = msg.tensors["t"]
     assert out.dtype == np_dtype and out.shape == shape, f"{out.dtype=} {out.shape=} {dtype=} {shape=}"
     assert out.tobytes() == arr.tobytes()
-    assert msg.rid == 42 and msg.body.seed == 7
+    assert msg.rid == 42 and msg.body.song.seed == 7
 
 
 @pytest.mark.parametrize("make", [

@@ -85,12 +85,13 @@ def test_bad_messages_are_refused_while_a_job_continues(tcp_worker, paths):
         assert peer.recv(20).body.error.startswith("ProtocolError: SUBMIT tensor 'text' is float32")
         text, style, neg = SONG.inputs()
         tensors = {"text": text, "style": style, "negative_style": neg}
-        for bad, expect in ((P.Submit(steps=201), "steps must be 2..200, got 201"),
-                            (P.Submit(steps=1), "steps must be 2..200, got 1"),
-                            (P.Submit(cfg_strength=float("nan")), "cfg must be a number, got nan"),
-                            (P.Submit(cfg_strength=20.5), "cfg must be a number from 0 to 20, got 20.5"),
-                            (P.Submit(seed=2**32), "seed must be a whole number from 0 to 4294967295")):
-            peer.send(bad, 17, tensors)  # the musician's ranges (device_worker.controls), from any client
+        for bad, expect in ((P.SongParams(steps=201), "steps must be 2..200, got 201"),
+                            (P.SongParams(steps=1), "steps must be 2..200, got 1"),
+                            (P.SongParams(cfg=float("nan")), "cfg must be a number, got nan"),
+                            (P.SongParams(cfg=20.5), "cfg must be a number from 0 to 20, got 20.5"),
+                            (P.SongParams(seed=2**32), "seed must be a whole number from 0 to 4294967295"),
+                            (P.SongParams(seed=[1, 2]), "seed must be a number, got [1, 2]")):
+            peer.send(P.Submit(song=bad), 17, tensors)  # the musician's ranges (device_worker.controls), from any client
             error = peer.recv(20).body.error
             assert error.startswith("ProtocolError: ") and expect in error, error
         peer.send(P.Ping(), 16)  # the same peer is still served

@@ -58,7 +58,7 @@ def test_unit_times_include_the_queued_device_work_and_done_has_the_songs_peak(b
                       P.Limits())
     song = Song(frames=64, steps=4)
     text, style, neg = song.inputs()
-    frames = wire.encode(P.Submit(**song.options()), 5,
+    frames = wire.encode(song.submit(), 5,
                          {"text": text, "style": style, "negative_style": neg})
     core.admit(b"peer", wire.decode([bytes(memoryview(f)) for f in frames]))
     while not any(isinstance(body, (P.Done, P.Error)) for body, _ in events):
@@ -94,7 +94,7 @@ def test_the_worker_picks_the_decode_window_when_the_job_leaves_it(reference_dir
     song = Song(frames=600, steps=4)
     text, style, neg = song.inputs()
     msg = wire.decode([bytes(memoryview(f)) for f in wire.encode(
-        P.Submit(steps=4), 1, {"text": text, "style": style, "negative_style": neg})])
+        P.Submit(song=P.SongParams(steps=4)), 1, {"text": text, "style": style, "negative_style": neg})])
     assert P.Submit().decode_window == 0  # the engine leaves it to the worker
     assert job_spec(msg, P.Limits(), "float32").decode_window == 128  # the CPU's
     assert TorchBackend("cuda:0").decode_window_frames == 512 and TorchBackend("cpu").decode_window_frames == 128
