@@ -45,15 +45,27 @@ NEED_TOKEN = ("This endpoint needs your access token: run `studio token` on the 
               "as the header `Authorization: Bearer <token>`.")
 
 
+def owner_or_refuse(svc: Services, request: gr.Request | None) -> str:
+    """The owner the request's token proves; refused with how to get a token (API and MCP tools alike)."""
+    owner = svc.identity.from_request(request)
+    if owner is None:
+        raise gr.Error(NEED_TOKEN)
+    return owner
+
+
+def stop_take(svc: Services, take_id: str, whole_job: bool) -> bool:
+    """Cancel a take (the caller's own: checked before), or every variation of its request; True when
+    it was still queued or running and is now being stopped."""
+    runner = svc.runner
+    return bool(runner and (runner.cancel_job(take_id) if whole_job else runner.cancel(take_id)))
+
+
 def register(svc: Services) -> None:
     """Define the endpoints inside the current `gr.Blocks` context."""
     store = svc.store
 
     def caller(request: gr.Request | None) -> str:
-        owner = svc.identity.from_request(request)
-        if owner is None:
-            raise gr.Error(NEED_TOKEN)
-        return owner
+        return owner_or_refuse(svc, request)
 
     def own_session(session_id: Any, owner: str) -> Any:
         """The caller's session; the same answer for a foreign id as for none (no probing)."""
@@ -130,9 +142,7 @@ def register(svc: Services) -> None:
         """Cancel this take; its sibling variations go on. `whole_job`: cancel every variation of the
         request that made it (the page's Cancel button)."""
         own_take(take_id, caller(request))
-        runner = svc.runner
-        done = bool(runner and (runner.cancel_job(take_id) if whole_job is True else runner.cancel(take_id)))
-        return {"take_id": take_id, "cancelling": done}
+        return {"take_id": take_id, "cancelling": stop_take(svc, take_id, whole_job is True)}
 
     def retry(session_id: str, take_id: str, request: gr.Request = None) -> dict:
         """Render an interrupted (or failed/cancelled) take again with its request and recorded seed."""
@@ -236,7 +246,13 @@ def register(svc: Services) -> None:
             raise gr.Error(f"These lyrics cannot be laid out: {exc}") from None
 
     def time_lyrics(plain: str, duration: float = 95) -> str:
-        """Plain lyrics (optionally with [Verse]/[Chorus] tags) -> a timed LRC."""
+        """Time plain lyrics for a song length: returns LRC text ("[mm:ss.xx]line" per sung line), ready
+        to pass to make_song as its lyrics (edit the times if you like).
+
+        Args:
+            plain: the lyrics, one sung line per line; [Verse]/[Chorus]/[Bridge] tags shape the timing.
+            duration: the song's length in seconds (95, or 96-285).
+        """
         from engine.lyrics import time_lyrics as _time
         from engine.request import lyrics_problem
 
@@ -244,7 +260,7 @@ def register(svc: Services) -> None:
         if problem:
             raise gr.Error(problem)
         try:
-            return _time(plain, float(duration))
+            return _time(plain, float(duration), tokenizer=svc.lyric_tokenizer())
         except Exception as exc:
             raise gr.Error(str(exc)) from None
 

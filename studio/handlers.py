@@ -53,7 +53,8 @@ class Handlers(TakeHandlers):
         try:
             from engine.lyrics import time_lyrics
 
-            lrc = time_lyrics(plain, float(duration), tempo_bpm=tempo or None, intro_s=intro or None)
+            lrc = time_lyrics(plain, float(duration), tempo_bpm=tempo or None, intro_s=intro or None,
+                              tokenizer=self.svc.lyric_tokenizer())
         except Exception as exc:
             return {c.timing_note: f"⚠ {exc}"}
         return {c.lyrics: lrc, c.timing_note: "Timed — edit the times above if you like; the report updates."}

@@ -13,7 +13,6 @@ from typing import Any
 
 import gradio as gr
 
-from device_worker import controls
 from studio import access, present, songs
 from studio.forms import ComposeForm
 from studio.store import ACTIVE_STATUSES, DONE, INTERRUPTED, SessionInfo, StoreError, TakeInfo
@@ -280,19 +279,7 @@ class TakeHandlers:
         take = self._readable_take(take_id, owner, None)
         if take is None:
             return {self.page.takes.note: "Pick a take first."}
-        session = self.svc.store.get_session(take.session_id)
-        form = ComposeForm.from_dict(session.inputs if session else None)
-        req = take.request
-        style = req.get("style") or {}
-        form.lyrics, form.instrumental = req.get("lyrics", ""), not (req.get("lyrics") or "").strip()
-        form.duration, form.steps, form.cfg = int(req.get("duration", 95)), int(req.get("steps", controls.STEPS.default)), float(req.get("cfg", controls.CFG.default))
-        form.seed, form.random_seed, form.variations = int(take.seed or 0), False, 1
-        form.formats = list(req.get("formats") or ["wav"])
-        form.edit_mode, form.edit_take = "none", None
-        if style.get("text") is not None:
-            form.style_source, form.style_text = "text", style["text"]
-        elif style.get("audio"):
-            form.style_source, form.style_audio = "audio", style["audio"]
+        form = ComposeForm.of_take(take, self.svc.store.get_session(take.session_id))
         out = self.page.form_updates(form)
         out[self.page.takes.note] = f"Settings of **{take.label}** loaded (seed {take.seed})."
         return out

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from studio.progress import PREPARE_SHARE, PROGRESS_WRITE_S, progress_of, read_record
+from studio.progress import PREPARE_SHARE, PROGRESS_WRITE_S, progress_of, read_record, unit_of
 from studio.store import (
     CANCELLED,
     DONE,
@@ -59,6 +59,7 @@ class Live:
     seed: int | None = None
     chunks: list[np.ndarray] = field(default_factory=list)  # early-playback audio, float32 [n, 2]
     preview_dropped: bool = False  # chunks given up to the memory budget: no early playback for this take
+    unit: tuple[str, int, int] | None = None  # the last ("step", k, N) or ("window", j, M)
     version: int = 0  # bumped on every change, so followers only redraw when something moved
 
 
@@ -224,7 +225,7 @@ class TakeRunner:
                            # The worker's name (w0:torch:cpu) is for the record, not the musician.
                            phase="starting" + (f" (attempt {e.attempt})" if e.attempt > 1 else ""))
                 elif (moved := progress_of(e)) is not None:
-                    update(e.take, progress=moved[0], eta_s=e.eta_s, phase=moved[1])
+                    update(e.take, progress=moved[0], eta_s=e.eta_s, phase=moved[1], unit=unit_of(e))
                 elif isinstance(e, ev.AudioChunk):
                     self._add_chunk(take_ids[e.take], np.asarray(e.audio, dtype=np.float32), e.start)
                 elif isinstance(e, ev.Retrying):
