@@ -32,7 +32,7 @@ import numpy as np
 from device_worker import protocol as P
 from engine.config import EngineConfig, WorkerSpec
 from engine.remote import Worker, WorkerDeadError, WorkerError
-from engine.units import DeviceSink, JobContext, Stopping, Unit
+from engine.units import DeviceSink, JobContext, Stopping, Unit, sibling_sounds_first
 
 logger = logging.getLogger(__name__)
 
@@ -294,7 +294,7 @@ class Pool:
                 if unit.ctx.stopping:
                     raise Stopping
                 slot = self._choose(variant)
-                if slot is not None:
+                if slot is not None and not sibling_sounds_first(unit, slot.units.values()):
                     break
                 self._cond.wait(0.25)
             slot.units[unit.key] = unit
@@ -363,8 +363,12 @@ class Pool:
                 if ev.op is P.Op.STEP:
                     sink.step(unit, ev.body.k, ev.body.total, ev.body.seconds)
                 elif ev.op is P.Op.WINDOW:
+                    first = unit.first_sound_at is None
                     sink.window(unit, ev.body.j, ev.body.total, ev.body.seconds, ev.body.start_sample,
                                 np.array(ev.tensors["audio"], dtype=np.float32))  # own the buffer
+                    if first:  # a sibling held back for this first sound may go now
+                        with self._cond:
+                            self._cond.notify_all()
                 elif ev.op is P.Op.DONE:
                     timings = dict(ev.body.timings)
                     unit.device_memory = dict(ev.body.memory)

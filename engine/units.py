@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -155,3 +156,12 @@ def wait_eta(ahead: int, steps: int, flight: list[Unit], max_ready: int, *, wind
     if take_s_hint is None:
         return None
     return (ahead // max_ready + 2) * take_s_hint
+
+
+def sibling_sounds_first(unit: Unit, on_worker: Iterable[Unit]) -> bool:
+    """Whether `unit` should wait: an earlier variation of the same request on that worker has not sounded
+    yet. Stepping beside it would delay the first sound by the number of variations (they all step
+    together, one unit each in turn); holding the later ones until the first decoded window lets the
+    musician hear the first take as soon as a single take would sound. The card does the same work either
+    way, only the order changes; a worker without such a sibling (another card) takes the variation at once."""
+    return any(u.ctx is unit.ctx and u.take < unit.take and u.first_sound_at is None for u in on_worker)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from studio import seedbox, tidy
 from studio.handlers import Handlers
 from studio.page import Page
 
@@ -30,8 +31,9 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> None:
     s.save.click(h.save_style, [s.save_name, s.source, s.text, s.audio_path], [s.save_note, s.saved], **PRIVATE)
 
     # ---------------------------------------------------------------- generate
-    gen_outputs = [p.session, g.message, g.progress, g.preview, t.listing, g.edit_take, hi.sessions,
+    gen_outputs = [p.session, g.message, g.progress, g.preview, t.listing, g.edit_take, hi.sessions, g.seed,
                    *p.take_outputs()]
+    g.random_seed.input(seedbox.toggled, [g.random_seed, g.seed], g.seed, show_progress="hidden", **PRIVATE)
     # After a generation redraws the list (newest first), the order the musician picked is put back.
     g.generate.click(h.generate, p.form_inputs(), gen_outputs, concurrency_limit=follow_limit,
                      concurrency_id="follow", show_progress="minimal", **PRIVATE).then(
@@ -51,6 +53,9 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> None:
     t.star.click(h.star, [t.listing, p.session, p.owner], [t.listing, g.edit_take, *take_out], **PRIVATE).then(**resort)
     t.delete.click(h.delete, [t.listing, p.session, p.owner], [t.listing, g.edit_take, *take_out],
                    **PRIVATE).then(**resort)
+    t.delete_cancelled.click(lambda take, session, owner: tidy.delete_cancelled(h, take, session, owner),
+                             [t.listing, p.session, p.owner], [t.listing, g.edit_take, *take_out],
+                             **PRIVATE).then(**resort)
     t.undo.click(h.undo_delete, [t.undo_id, p.session, p.owner], [t.listing, g.edit_take, *take_out],
                  **PRIVATE).then(**resort)
     t.retry.click(h.retry, [t.listing, p.session, p.owner], [t.listing, g.edit_take, t.note], **PRIVATE).then(

@@ -13,7 +13,7 @@ from typing import Any
 
 import gradio as gr
 
-from studio import access, present, songs
+from studio import access, present, seedbox, songs
 from studio.forms import ComposeForm
 from studio.store import ACTIVE_STATUSES, DONE, INTERRUPTED, SessionInfo, StoreError, TakeInfo
 from studio.ui.takes import SORTS
@@ -28,12 +28,13 @@ class TakeHandlers:
 
     # ------------------------------------------------------------------ lists
     def _listing(self, session_id: str | None, select: str | None = None, order: str | None = None,
-                 clear: bool = False) -> dict:
+                 clear: bool = False, done_only: bool = False) -> dict:
         """The take list: `select` picks a take, `clear` drops the selection (a deleted take must not stay
         the Radio's value: the next event would send an id that is no longer a choice, and be refused);
-        neither leaves the browser's selection as it is."""
+        neither leaves the browser's selection as it is. `done_only`: a shared view lists what it can open."""
         t, g = self.page.takes, self.page.gen
         takes = list(reversed(self.svc.store.list_takes(session_id))) if session_id else []
+        takes = [x for x in takes if x.status == DONE] if done_only else takes
         if order == SORTS[1]:
             # Best style match first; takes without a figure (running, failed, no style model) go last,
             # newest first among equals (sorted() is stable).
@@ -145,11 +146,13 @@ class TakeHandlers:
         out: dict[Any, Any] = p.form_updates(form)
         for comp in p.form_fields().values():
             out[comp] = gr.update(value=out[comp], interactive=not read_only)
+        out[p.gen.seed] = seedbox.shown(form.random_seed, form.seed, editable=not read_only)
         out[p.style.saved] = gr.update(value=form.style_saved, interactive=not read_only,
                                        choices=[x.name for x in self.svc.store.list_styles()])
         takes = self.svc.store.list_takes(session.id) if session else []
         first = next((t for t in reversed(takes) if t.status == DONE), None)
-        out.update(self._listing(session.id if session else None, select=first.id if first else None))
+        out.update(self._listing(session.id if session else None, select=first.id if first else None,
+                                 done_only=read_only))
         out.update(self._sessions(owner))
         out.update(self.take_detail(first.id if first else None, None if read_only else (session.id if session else None)))
         links = [x for x in (self.svc.store.share_links(session.id) if session and not read_only else []) if not x.revoked]
@@ -306,7 +309,7 @@ class TakeHandlers:
         # A random seed again: the edit needs none fixed, and a fixed one would silently carry over into
         # the next new song.
         out.update({g.edit_mode: "edit", g.edit_take: take.id, g.duration: int(take.request.get("duration", 95)),
-                    g.random_seed: True})
+                    g.random_seed: True, g.seed: seedbox.shown(True, None)})
         out[self.page.takes.note] = (f"Editing **{take.label}**: mark ranges to regenerate (e.g. `10-20`) or "
                                      "choose *Continue*, then Generate. The new take links to this one.")
         return out

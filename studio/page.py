@@ -11,6 +11,7 @@ from typing import Any
 
 import gradio as gr
 
+from studio import seedbox
 from studio.forms import ComposeForm
 from studio.ui.compose import ComposeUI
 from studio.ui.generate import GenerateUI
@@ -59,6 +60,7 @@ class Page:
         out[self.style.audio_group] = gr.Group(visible=form.style_source == "audio")
         out[self.style.saved_group] = gr.Group(visible=form.style_source == "saved")
         out[self.style.audio] = form.style_audio
+        out[self.gen.seed] = seedbox.shown(form.random_seed, form.seed)
         return out
 
     def session_outputs(self) -> list[Any]:

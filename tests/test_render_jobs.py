@@ -366,3 +366,21 @@ def test_strict_render_of_a_hostile_jobs_file_exits_2_with_every_problem(tmp_pat
                                                                        (4, "id")}
     assert summary["counts"] == {"invalid": 4}
     assert "4 of 5 job(s) invalid; they stop the run (--strict)" in proc.stderr
+
+
+def test_a_run_whose_every_job_is_invalid_still_writes_its_manifest(tmp_path: Path) -> None:
+    """Left overnight without --strict, a file of only bad lines used to leave no `manifest.json`: the
+    morning reader found an empty folder. The manifest now lists every line as invalid, with its problems."""
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text(lines({"id": "long", "style": "jazz", "duration": 400}, {"id": "nostyle", "duration": 95}))
+    res = run_cli([str(jobs), "-o", str(tmp_path / "out"), "--model", "test", "--json"], tmp_path)
+    assert res.exit_code == 2
+    assert "no valid job: nothing was rendered" in res.stderr
+    summary = json.loads(res.stdout)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert summary["manifest"] == str(tmp_path / "out" / "manifest.json")
+    assert manifest["status"] == "refused" and manifest["counts"] == {"invalid": 2}
+    assert [(j["line"], j["id"], j["outcome"]) for j in manifest["jobs"]] == [(1, "long", "invalid"),
+                                                                            (2, "nostyle", "invalid")]
+    assert manifest["jobs"][0]["problems"][0]["field"] == "duration"
+    assert not (tmp_path / "out" / ".render.lock").exists()  # released, as after any run

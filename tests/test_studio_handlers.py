@@ -7,6 +7,7 @@ real page layout (`build_app`, not launched).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import gradio as gr
@@ -37,6 +38,16 @@ def test_examples_fill_the_editor_or_the_timing_helper(h: Handlers) -> None:
     out = h.load_example(plain)
     assert "[Verse]" in out[h.page.compose.plain] or "[Chorus]" in out[h.page.compose.plain]
     assert h.load_example("no such example") == {}
+
+
+def test_example_names_say_what_a_musician_picks() -> None:
+    """The walk saw 'qingchen' and 'qiuye' (pinyin file names): each example now reads as a title with its
+    language and whether it is timed or goes to the timing helper."""
+    names = list(lyric_examples())
+    assert len(names) == 4
+    for name in names:
+        assert re.fullmatch(r"[^()]+ \((English|Mandarin), (timed|plain, for the timing helper)\)", name), name
+    assert not any(word in " ".join(names).lower() for word in ("qingchen", "qiuye"))
 
 
 def test_timing_helper_writes_lrc_into_the_editor(h: Handlers) -> None:

@@ -37,6 +37,7 @@ class TakesUI:
     ab_a: gr.Dropdown
     ab_b: gr.Dropdown
     ab_players: gr.HTML
+    delete_cancelled: gr.Button
 
 
 def build() -> TakesUI:
@@ -44,6 +45,12 @@ def build() -> TakesUI:
         listing = gr.Radio(label="Takes in this session", choices=[], elem_id="takes", scale=5)
         refresh = gr.Button("↻", scale=0, min_width=40, elem_id="takes-refresh")
     sort = gr.Radio(SORTS, value=SORTS[0], label="Order", elem_id="takes-sort")
+    with gr.Row(elem_id="takes-tidy"):
+        # Hiding is the browser's (assets/ui/takes.js keeps it across reloads); deleting is the server's.
+        gr.HTML("<label class='hide-cancelled'><input type='checkbox' id='hide-cancelled-box'> "
+                "Hide cancelled takes</label>", elem_id="hide-cancelled")
+        delete_cancelled = gr.Button("Delete cancelled takes", size="sm", scale=0, min_width=180,
+                                     elem_id="delete-cancelled")
     # The plain player keeps its <audio> in the page, so the lyric lines can follow and seek it (the
     # waveform picture below shows the shape).
     audio = gr.Audio(label="Take", type="filepath", interactive=False, elem_id="take-audio",
@@ -76,4 +83,4 @@ def build() -> TakesUI:
         ab_players = gr.HTML(elem_id="ab-players")
     return TakesUI(listing, sort, refresh, audio, lyric_lines, waveform, lyrics_view, files, record, name, rename, star,
                    delete, undo, retry, use_settings, use_reference, use_edit, cancel_take, note, undo_id, actions,
-                   ab, ab_a, ab_b, ab_players)
+                   ab, ab_a, ab_b, ab_players, delete_cancelled)
