@@ -40,11 +40,10 @@ from engine.events import (
     TakeResult,
     error_text,
 )
-from engine.units import BusyError, DeviceStage, JobContext, Prepared, Stopping, Unit, wait_eta
+from engine.units import BusyError, DeviceStage, JobContext, Prepared, Stopping, Unit, job_timings, wait_eta
 
 logger = logging.getLogger(__name__)
 
-MAX_ATTEMPTS = 2  # a take whose worker dies is retried once, then fails
 WAIT_ETA_EVERY_S = 2.0  # how often waiting jobs hear a fresh ETA while takes step
 
 
@@ -267,19 +266,21 @@ class Pipeline:
     def cancelled(self, unit: Unit) -> None:
         self._finish(unit)
 
-    def lost(self, unit: Unit, reason: str) -> None:
-        """The unit's worker died or hung: run the take again from scratch (same seed, same bytes), once."""
+    def lost(self, unit: Unit, reason: str, alone: bool = True) -> None:
+        """The unit's worker died or hung: run the take again from scratch (same seed, same bytes), alone
+        on a worker; fail it when the death is charged to it a second time (`Unit.charge`)."""
         if unit.stopping:
             self._finish(unit)
             return
-        if unit.attempt >= MAX_ATTEMPTS:
-            self._fail(unit, f"WorkerDeadError: {reason} (take {unit.take} already retried once)")
+        if not unit.charge(alone):
+            self._fail(unit, f"WorkerDeadError: {reason} (take {unit.take} already retried once, alone on "
+                             "a worker: it is the likely cause)")
             return
-        unit.attempt += 1
         unit.blocks.clear()
         unit.first_sound_at = None  # the retry's audio is what plays and is kept
         unit.eta = self._new_eta(unit)
-        unit.job.publish(Retrying(unit.job.id, take=unit.take, attempt=unit.attempt, reason=reason))
+        note = "" if alone else " (it shared the worker: retried alone, not counted against it)"
+        unit.job.publish(Retrying(unit.job.id, take=unit.take, attempt=unit.attempt, reason=reason + note))
         self._ready_q.put(unit)
 
     def _eta(self, unit: Unit, eta: TakeEta) -> float | None:
@@ -365,7 +366,7 @@ class Pipeline:
             event = Cancelled(job.id, reason=job.cancel_reason or next(iter(ctx.cancelled.values()), "cancelled"))
         else:
             takes = tuple(ctx.results[t] for t in sorted(ctx.results))
-            event = Done(job.id, takes=takes, timings=_job_timings(ctx, takes))
+            event = Done(job.id, takes=takes, timings=job_timings(ctx, takes))
         # Publishing under the lock keeps one terminal event per job; subscribers never block on us.
         job.publish(event)
 
@@ -391,19 +392,3 @@ class Pipeline:
         for t in self._threads:
             t.join(timeout=5)
 
-
-# Moments, not durations: the job's is its earliest take's (summing them gave a first sound later than the
-# whole job's total).
-_EARLIEST = ("first_sound",)
-
-
-def _job_timings(ctx: JobContext, takes: tuple[TakeResult, ...]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for take in takes:
-        for key, value in take.timings.items():
-            if key in _EARLIEST:
-                out[key] = round(min(out.get(key, value), value), 6)
-            else:
-                out[key] = round(out.get(key, 0.0) + value, 6)
-    out["total"] = round(time.monotonic() - ctx.submitted, 6)
-    return out

@@ -73,6 +73,9 @@ class JobContext:
         return self.error is not None or self.job.cancel_requested
 
 
+MAX_CHARGED = 2  # a take whose worker dies while it runs alone there is retried once, then fails
+
+
 @dataclass
 class Unit:
     """One take of one job: the unit of admission, placement, retry and output."""
@@ -81,6 +84,8 @@ class Unit:
     take: int
     seed: int
     attempt: int = 1
+    charged: int = 0  # worker deaths counted against it: those it was alone on the worker for
+    isolate: bool = False  # lost once: runs alone on a worker, so another death names it (engine.pool)
     worker: str = ""
     admitted: float = 0.0
     blocks: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (start sample, [2, n])
@@ -98,6 +103,18 @@ class Unit:
     @property
     def key(self) -> str:
         return f"{self.job.id}/{self.take}"
+
+    def charge(self, alone: bool) -> bool:
+        """Its worker died: whether to run it again. The death counts against it only when it was alone
+        on the worker (it may have caused it); one that shared the worker is retried free. Either way
+        the retry runs isolated (`engine.pool`), so a second death names the culprit."""
+        if alone:
+            self.charged += 1
+            if self.charged >= MAX_CHARGED:
+                return False
+        self.attempt += 1
+        self.isolate = True
+        return True
 
     @property
     def stopping(self) -> bool:
@@ -126,7 +143,7 @@ class DeviceSink(Protocol):
     def done(self, unit: Unit, timings: dict[str, float]) -> None: ...
     def error(self, unit: Unit, text: str) -> None: ...
     def cancelled(self, unit: Unit) -> None: ...
-    def lost(self, unit: Unit, reason: str) -> None: ...
+    def lost(self, unit: Unit, reason: str, alone: bool = True) -> None: ...
 
 
 class DeviceStage(Protocol):
@@ -165,3 +182,21 @@ def sibling_sounds_first(unit: Unit, on_worker: Iterable[Unit]) -> bool:
     musician hear the first take as soon as a single take would sound. The card does the same work either
     way, only the order changes; a worker without such a sibling (another card) takes the variation at once."""
     return any(u.ctx is unit.ctx and u.take < unit.take and u.first_sound_at is None for u in on_worker)
+
+
+# Moments, not durations: the job's is its earliest take's (summing them gave a first sound later than the
+# whole job's total).
+_EARLIEST = ("first_sound",)
+
+
+def job_timings(ctx: JobContext, takes: tuple[TakeResult, ...]) -> dict[str, float]:
+    """A finished job's timings: its takes' durations summed, its moments the earliest take's."""
+    out: dict[str, float] = {}
+    for take in takes:
+        for key, value in take.timings.items():
+            if key in _EARLIEST:
+                out[key] = round(min(out.get(key, value), value), 6)
+            else:
+                out[key] = round(out.get(key, 0.0) + value, 6)
+    out["total"] = round(time.monotonic() - ctx.submitted, 6)
+    return out
