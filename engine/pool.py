@@ -154,7 +154,8 @@ class Pool:
         cfg, spec, models = self.config, slot.spec, self.config.models
         return dict(dit=models.dit(variant), vae=models.vae, backend=spec.backend, device=spec.device,
                     policy=cfg.policy, precision=spec.precision, compile=spec.compile, max_jobs=cfg.worker_max_jobs,
-                    threads=spec.threads, lock_dir=cfg.lock_dir, style=models.style)
+                    threads=spec.threads, lock_dir=cfg.lock_dir, style=models.style,
+                    lyrics_model=models.lyrics if cfg.lyrics_check else None)
 
     def _make_worker(self, slot: Slot, variant: str) -> Worker:
         cfg, spec = self.config, slot.spec
@@ -431,6 +432,12 @@ class Pool:
 
     def encode(self, audio: np.ndarray, seed: int) -> np.ndarray:
         return _relay(lambda: self._call("the reference encode", lambda w: w.encode(audio, seed)[0]))
+
+    def transcribe(self, audio: np.ndarray, windows: list[list[float]], language: str
+                   ) -> tuple[str, list[tuple[str, float, float]]]:
+        """The lyrics check's hearing (engine.hearing.Transcribe) on the least busy worker."""
+        reply = _relay(lambda: self._call("the lyrics check", lambda w: w.transcribe(audio, windows, language)))
+        return reply.model, [(w.text, w.start, w.end) for w in reply.words]
 
     def worker_info(self) -> list[dict[str, Any]]:
         with self._cond:

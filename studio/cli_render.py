@@ -79,7 +79,8 @@ def render(jobs_file: str | None, out: Path | None, lyrics_path: str | None, sty
            workers: tuple[str, ...], devices: tuple[str, ...], backend: str, precision: str,
            dits: tuple[str, ...], vae: str | None, model: str, models_dir: str | None, secret_file: str | None,
            threads: int | None, lock_dir: str | None, test_crop_frames: int | None,
-           ray_address: str | None = None, ray_resource: str | None = None) -> None:
+           ray_address: str | None = None, ray_resource: str | None = None, lyrics_model: str = "auto",
+           lyrics_check: bool = True) -> None:
     """Render songs without a browser: a JSONL batch, or one song."""
     logging.basicConfig(level=os.environ.get("STUDIO_LOG_LEVEL", "ERROR" if quiet else "WARNING"),
                         format="%(levelname)s %(name)s: %(message)s")
@@ -120,8 +121,12 @@ def render(jobs_file: str | None, out: Path | None, lyrics_path: str | None, sty
         outdir = (out or _default_outdir(stem, session, data_dir)).expanduser().resolve()
         source = jobs_file
     data_dir = (data_dir or default_data_dir()).expanduser().resolve()
+    plan = WorkerPlan(workers, devices or (), backend, precision, secret_file, threads, lock_dir, ray_address,
+                      ray_resource, lyrics_model, lyrics_check)
     try:
-        models = resolve_models(model, dits, vae, models_dir)
+        models = plan.with_lyrics(resolve_models(model, dits, vae, models_dir), models_dir)
+    except click.UsageError:
+        raise
     except Exception as exc:
         raise RenderError(f"model files: {exc}") from None
     if test_crop_frames is not None and not models.test:
@@ -135,8 +140,7 @@ def render(jobs_file: str | None, out: Path | None, lyrics_path: str | None, sty
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise RenderError(f"the store's database did not open: {first}") from None
     opts = BatchOptions(source=source, text=text, base_dir=base, outdir=outdir, data_dir=data_dir,
-                        models=models, plan=WorkerPlan(workers, devices or (), backend, precision, secret_file,
-                                                        threads, lock_dir, ray_address, ray_resource),
+                        models=models, plan=plan,
                         policy=policy, crop_frames=test_crop_frames, resume=resume and not one_song,
                         strict=strict, quiet=quiet, session=session, single=song_out is not None,
                         db_url=db_url)
