@@ -40,7 +40,7 @@ from engine.events import (
     TakeResult,
     error_text,
 )
-from engine.units import BusyError, DeviceStage, JobContext, Prepared, Stopping, Unit, wait_eta
+from engine.units import BusyError, DeviceStage, JobContext, Prepared, Stopping, Unit, job_timings, wait_eta
 
 logger = logging.getLogger(__name__)
 
@@ -391,7 +391,7 @@ class Pipeline:
             event = Cancelled(job.id, reason=job.cancel_reason or next(iter(ctx.cancelled.values()), "cancelled"))
         else:
             takes = tuple(ctx.results[t] for t in sorted(ctx.results))
-            event = Done(job.id, takes=takes, timings=_job_timings(ctx, takes))
+            event = Done(job.id, takes=takes, timings=job_timings(ctx, takes))
         # Publishing under the lock keeps one terminal event per job; subscribers never block on us.
         job.publish(event)
 
@@ -416,20 +416,3 @@ class Pipeline:
             {"input": self._input_q, "device": self._ready_q, "output": self._output_q}[t.name.split("-")[1]].put(None)
         for t in self._threads:
             t.join(timeout=5)
-
-
-# Moments, not durations: the job's is its earliest take's (summing them gave a first sound later than the
-# whole job's total).
-_EARLIEST = ("first_sound",)
-
-
-def _job_timings(ctx: JobContext, takes: tuple[TakeResult, ...]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for take in takes:
-        for key, value in take.timings.items():
-            if key in _EARLIEST:
-                out[key] = round(min(out.get(key, value), value), 6)
-            else:
-                out[key] = round(out.get(key, 0.0) + value, 6)
-    out["total"] = round(time.monotonic() - ctx.submitted, 6)
-    return out

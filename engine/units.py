@@ -155,3 +155,21 @@ def wait_eta(ahead: int, steps: int, flight: list[Unit], max_ready: int, *, wind
     if take_s_hint is None:
         return None
     return (ahead // max_ready + 2) * take_s_hint
+
+
+# Moments, not durations: the job's is its earliest take's (summing them gave a first sound later than the
+# whole job's total).
+_EARLIEST = ("first_sound",)
+
+
+def job_timings(ctx: JobContext, takes: tuple[TakeResult, ...]) -> dict[str, float]:
+    """A job's timings from its takes': durations summed, moments (first sound) the earliest."""
+    out: dict[str, float] = {}
+    for take in takes:
+        for key, value in take.timings.items():
+            if key in _EARLIEST:
+                out[key] = round(min(out.get(key, value), value), 6)
+            else:
+                out[key] = round(out.get(key, 0.0) + value, 6)
+    out["total"] = round(time.monotonic() - ctx.submitted, 6)
+    return out
