@@ -152,7 +152,7 @@ class Engine:
         folder = ctx.out_dir or new_take_dir(self.config.takes_dir, request.title, unit.seed, unit.take)
         folder.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        files = write_take(folder, unit.audio(), info, request.output_formats())
+        files = write_take(folder, unit.audio(), info, request.output_formats(), pcm_fix=_splice_for(request, prepared))
         timings["write"] = round(time.perf_counter() - t0, 6)
         return TakeResult(unit.take, unit.seed, files, timings, unit.worker)
 
@@ -215,3 +215,13 @@ class Engine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _splice_for(request: SongRequest, prepared: Any) -> Any:
+    """A re-sing edit keeps its source's own samples outside the regenerated frames (engine.splice)."""
+    if request.edit is None or not request.edit.splice or not prepared.edit_segments:
+        return None
+    from engine.splice import read_pcm, splice_pcm
+
+    source, frames = read_pcm(request.edit.song), [list(s) for s in prepared.edit_segments]
+    return lambda pcm: splice_pcm(pcm, source, frames)
