@@ -19,8 +19,10 @@ SPECIALS = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|zh|>", "<|tra
             "<|startoflm|>", "<|startofprev|>", "<|nospeech|>", "<|notimestamps|>"]
 
 
-def write_tiny_whisper(folder: Path, *, seed: int = 0, max_new_tokens: int = 12) -> Path:
-    """Write the checkpoint into `folder` (created); returns it."""
+def write_tiny_whisper(folder: Path, *, seed: int = 0, max_new_tokens: int = 12, d_model: int = 32, layers: int = 1,
+                       heads: int = 2) -> Path:
+    """Write the checkpoint into `folder` (created); returns it. `d_model`/`layers`/`heads` other than the
+    defaults give a random model of a real one's shape (bench/lyrics_check.py: whisper-small is 768/12/12)."""
     import torch
     from transformers import (
         WhisperConfig,
@@ -47,9 +49,11 @@ def write_tiny_whisper(folder: Path, *, seed: int = 0, max_new_tokens: int = 12)
     tok.save_pretrained(str(folder))
     WhisperFeatureExtractor(feature_size=80).save_pretrained(str(folder))
 
-    cfg = WhisperConfig(vocab_size=n_vocab, num_mel_bins=80, d_model=32, encoder_layers=1, decoder_layers=1,
-                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
-                        max_source_positions=1500, max_target_positions=64, pad_token_id=ids["<|endoftext|>"],
+    cfg = WhisperConfig(vocab_size=n_vocab, num_mel_bins=80, d_model=d_model, encoder_layers=layers,
+                        decoder_layers=layers, encoder_attention_heads=heads, decoder_attention_heads=heads,
+                        encoder_ffn_dim=2 * d_model if d_model == 32 else 4 * d_model,
+                        decoder_ffn_dim=2 * d_model if d_model == 32 else 4 * d_model,
+                        max_source_positions=1500, max_target_positions=max(64, max_new_tokens + 8), pad_token_id=ids["<|endoftext|>"],
                         bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|endoftext|>"],
                         decoder_start_token_id=ids["<|startoftranscript|>"])
     torch.manual_seed(seed)
