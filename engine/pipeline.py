@@ -53,9 +53,8 @@ class Pipeline:
                  write: Callable[[Unit], TakeResult], max_ready: int, queue_limit: int,
                  input_threads: int = 1, output_threads: int = 1,
                  after_write: Callable[[Unit, TakeResult, Callable[[], None]], bool] | None = None):
-        """`after_write(unit, result, finished)`: called once a take is written and its TakeDone sent (the
-        lyrics check); True means it took the take and will call `finished()` later: the job's terminal
-        event waits for that."""
+        # after_write(unit, result, finished): once a take is written and announced (the lyrics check); True:
+        # it took the take and calls finished() later, and the job's terminal event waits for that.
         if max_ready < 1 or queue_limit < 0:
             raise ValueError("max_ready must be >= 1 and queue_limit >= 0")
         self._prepare, self._device, self._write = prepare, device, write
@@ -233,13 +232,11 @@ class Pipeline:
 
     def _after(self, unit: Unit, result: TakeResult) -> None:
         """Hand the written take to `after_write`; the job stays open until it says it has finished."""
-        if self._after_write is None:
-            return
         ctx = unit.ctx
         with self._lock:
             ctx.checking += 1
         try:
-            taken = self._after_write(unit, result, lambda: self._checked(ctx))
+            taken = self._after_write is not None and self._after_write(unit, result, lambda: self._checked(ctx))
         except Exception:  # noqa: BLE001 - the take is written; an after-step never fails it
             logger.exception("job %s: after-write step of take %d failed", unit.job.id, unit.take)
             taken = False
