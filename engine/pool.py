@@ -214,6 +214,12 @@ class Pool(Slots):
     def encode(self, audio: np.ndarray, seed: int) -> np.ndarray:
         return _relay(lambda: self._call("the reference encode", lambda w: w.encode(audio, seed)[0]))
 
+    def transcribe(self, audio: np.ndarray, windows: list[list[float]], language: str
+                   ) -> tuple[str, list[tuple[str, float, float]]]:
+        """The lyrics check's hearing (engine.hearing.Transcribe) on the least busy worker."""
+        reply = _relay(lambda: self._call("the lyrics check", lambda w: w.transcribe(audio, windows, language)))
+        return reply.model, [(w.text, w.start, w.end) for w in reply.words]
+
     def worker_info(self) -> list[dict[str, Any]]:
         with self._cond:
             return [{"name": s.name, "state": s.state, "variant": s.variant, "jobs": len(s.units), **s.info}

@@ -67,6 +67,7 @@ class JobContext:
         self.ended = False
         self.last_position: tuple[int, tuple[int, ...]] | None = None  # (position, waiting takes) last published
         self.cancelled: dict[int, str] = {}  # takes cancelled on their own -> reason (their siblings go on)
+        self.checking = 0  # written takes whose lyrics check is still running (the job's Done waits)
 
     @property
     def stopping(self) -> bool:

@@ -119,3 +119,8 @@ def time(file: str, duration: float, tempo: float | None, intro: float | None, e
         for row in plan.explanation:
             click.echo(row, err=True)
     click.echo(plan.lrc, nl=False)
+
+
+from studio.cli_heard import heard  # noqa: E402 - registered here so `studio lyrics` lists it
+
+lyrics.add_command(heard)

@@ -16,6 +16,7 @@ import gradio as gr
 
 from studio import live, present, seedbox, songs
 from studio.admission import AdmissionRefused
+from studio.handlers_resing import ResingHandlers
 from studio.handlers_takes import TakeHandlers
 from studio.page import Page
 from studio.services import Services, UploadRefused
@@ -24,7 +25,7 @@ from studio.store import ACTIVE_STATUSES
 log = logging.getLogger(__name__)
 
 
-class Handlers(TakeHandlers):
+class Handlers(TakeHandlers, ResingHandlers):
     def __init__(self, svc: Services, page: Page) -> None:
         self.svc = svc
         self.page = page

@@ -39,6 +39,10 @@ class TakeHandlers:
             # Best style match first; takes without a figure (running, failed, no style model) go last,
             # newest first among equals (sorted() is stable).
             takes = sorted(takes, key=lambda x: (present.style_match_of(x) is None, -(present.style_match_of(x) or 0.0)))
+        elif order == SORTS[2]:  # most words sung first (the lyrics check); unchecked takes last
+            from studio.heard_view import sung_share_of
+
+            takes = sorted(takes, key=lambda x: (sung_share_of(x) is None, -(sung_share_of(x) or 0.0)))
         choices = [(present.take_label(x), x.id) for x in takes]
         done = [(present.take_label(x), x.id) for x in takes if x.status == DONE]
         if select or clear:

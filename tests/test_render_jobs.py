@@ -73,7 +73,7 @@ def test_engine_problems_keep_the_lyric_line_and_unknown_keys_do_not_hide_them(t
     parsed = parse_jobs(lines({"id": "a", "style": " ", "duration": 20, "lyrics": "x", "extra": 1}), tmp_path,
                         validate=validate)
     assert [str(p) for p in parsed.problems] == [
-        "line 1 (id 'a'): keys: unknown key(s) ['extra']; allowed: ['cfg', 'duration', 'edit', 'formats', 'id', "
+        "line 1 (id 'a'): keys: unknown key(s) ['extra']; allowed: ['best_of', 'cfg', 'duration', 'edit', 'formats', 'id', "
         "'lyrics', 'seed', 'steps', 'style', 'variations']",
         "line 1 (id 'a'): duration: use 95 or 96-285",
         "line 1 (id 'a'): lyrics line 3: dropped: too late",
