@@ -28,7 +28,7 @@ import numpy as np
 from device_worker import protocol as P
 from engine.config import EngineConfig
 from engine.remote import Worker, WorkerDeadError, WorkerError
-from engine.slots import NoWorkerError, Slot, Slots
+from engine.slots import LocalSource, NoWorkerError, Slot, Slots, SlotSource
 from engine.units import DeviceSink, JobContext, Stopping, Unit, sibling_sounds_first
 
 __all__ = ["NoWorkerError", "Pool", "Slot"]
@@ -38,7 +38,13 @@ logger = logging.getLogger(__name__)
 
 class Pool(Slots):
     def __init__(self, config: EngineConfig):
-        super().__init__(config)
+        if config.ray:
+            from engine.ray_slots import RaySource  # Ray only where it is asked for
+
+            source: SlotSource = RaySource(config)
+        else:
+            source = LocalSource(config)
+        super().__init__(config, source)
         self.device_seconds = 0.0  # worker-measured compute (prepare + steps + decode) of finished takes
 
     def start(self, wait: bool = True) -> Pool:

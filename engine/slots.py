@@ -100,18 +100,13 @@ class LocalSource:
 class Slots:
     """The pool's seats and their lifecycle: start, restart with backoff, watch, close."""
 
-    def __init__(self, config: EngineConfig):
+    def __init__(self, config: EngineConfig, source: SlotSource):
         self.config = config
+        self.source = source  # where workers come from: LocalSource, or engine.ray_slots.RaySource
         self.slots: list[Slot] = []
         self._cond = threading.Condition()
         self._closed = False
         self._failure: str | None = None  # why start() gave up: what takes queued meanwhile fail with
-        if config.ray:
-            from engine.ray_slots import RaySource
-
-            self.source: SlotSource = RaySource(config)
-        else:
-            self.source = LocalSource(config)
         self._monitor = threading.Thread(target=self._watch, name="pool-monitor", daemon=True)
 
     @property

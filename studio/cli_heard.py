@@ -18,7 +18,13 @@ from typing import Any
 import click
 import numpy as np
 
-EXIT_OK, EXIT_LOST, EXIT_UNREADABLE = 0, 1, 2  # as `studio lyrics check` (studio.cli_lyrics registers this)
+from studio.cli_common import (  # studio.cli_lyrics registers this
+    EXIT_LOST,
+    EXIT_OK,
+    EXIT_UNREADABLE,
+    read_lyrics,
+)
+
 MARK = {"sung": "sung  ", "partly": "partly", "missed": "MISSED"}
 
 
@@ -77,9 +83,8 @@ def heard(take: str, lyrics_path: str, duration: float | None, as_json: bool, ly
     from engine.hearing import HEAR_RATE, check_audio, read_hearing
     from engine.lyrics import EspeakMissing, VocabError
     from engine.request import SongRequest, layout_request_lyrics
-    from studio.cli_lyrics import _read
 
-    text = _read(lyrics_path)
+    text = read_lyrics(lyrics_path)
     try:
         audio = read_hearing(take)
     except Exception as exc:  # noqa: BLE001 - not audio, or a format soundfile cannot read

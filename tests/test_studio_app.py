@@ -207,7 +207,8 @@ def test_uploads_over_the_limits_are_refused_with_a_reason(studio, tmp_path: Pat
                       json={"data": [{"path": str(secret), "meta": {"_type": "gradio.FileData"}}]})
     stream = httpx.get(f"{url}gradio_api/call/upload_reference/{call.json()['event_id']}", headers=auth,
                        timeout=30).text
-    assert "event: error" in stream and "not uploaded by a user" in stream or "not paths on the server" in stream
+    assert "event: error" in stream, stream
+    assert "not uploaded by a user" in stream or "not paths on the server" in stream, stream
     assert set(svc.config.uploads_dir.iterdir()) == before
     from studio.services import UploadRefused  # the studio's own check, behind Gradio's
 
