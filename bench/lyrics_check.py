@@ -8,7 +8,7 @@ Without `--lyrics-model` it writes a random Whisper: `--size tiny` (the test mod
 vocabulary instead of 51 865, and `--tokens` decoded per window as a stand-in for a window's words). Random
 weights hear nothing: these are costs, never accuracy. The target (issue 30): the check adds <= 10% to a
 take's time on a GPU and never delays its first sound (it runs after the take is written, on its own
-thread: tests/test_lyrics_check.py holds the order); GPU numbers are only reported where measured.
+thread: tests/engine/test_lyrics_check.py holds the order); GPU numbers are only reported where measured.
 
     .venv/bin/python bench/lyrics_check.py [--size tiny|small] [--threads 2] [--lyrics-model PATH]
 """
