@@ -82,7 +82,7 @@ def language_of(texts: Sequence[str]) -> str:
 
 def to_hearing(audio: np.ndarray, rate: int = SAMPLE_RATE) -> np.ndarray:
     """Stereo float [2, n] (or mono [n]) at `rate` -> 16 kHz mono float32 [m]."""
-    from engine.audio_files import resample
+    from device_worker.audio import resample
 
     x = np.asarray(audio, dtype=np.float32)
     mono = x.mean(axis=0) if x.ndim == 2 else x
