@@ -139,6 +139,8 @@ def expose_tools(demo: gr.Blocks) -> None:
     missing = [e for e in TOOLS.values() if e not in server.api_info["named_endpoints"]]
     if missing:
         raise RuntimeError(f"MCP tools without an endpoint: {missing}")
+    # Gradio builds its table from every public endpoint at launch; ours replaces it a moment after the
+    # server starts. (Anything reachable in that moment is the public API, on the same owner rules.)
     server.tool_to_endpoint = dict(TOOLS)
 
 

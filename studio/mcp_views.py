@@ -66,6 +66,7 @@ def summary(take: TakeInfo, svc: Any, owner: str, base: str) -> dict[str, Any]:
         "seed": take.seed,
         "variation": take.variation,
         "parent_id": take.parent_id,
+        "deleted": take.deleted,  # deleted on the page: its URLs answer 404 until it is undeleted
         "created": take.created_at.isoformat() + "Z",
         "error": take.error,
         "audio_url": urls.get("wav"),

@@ -159,8 +159,10 @@ def test_make_song_streams_progress_and_returns_a_downloadable_take_matching_the
 def test_a_second_owner_cannot_get_edit_check_or_cancel_the_first_owners_take(studio) -> None:
     server, owner, other = studio
     done = song(server, owner)
-    running = call(server, "make_song", {"lyrics": LRC, "style": "slow", "duration": 95, "steps": 200,
-                                         "wait": False}, owner).json()["takes"][0]
+    # Four variations of 200 steps: still running after the other owner's dozen refused calls.
+    started = call(server, "make_song", {"lyrics": LRC, "style": "slow", "duration": 95, "steps": 200,
+                                         "variations": 4, "wait": False}, owner).json()["takes"]
+    running = started[0]
     for take in (done, running):
         tid = take["take_id"]
         for tool, args in (("get_take", {}), ("check_lyrics", {}), ("cancel", {}), ("cancel", {"whole_job": True}),
@@ -171,12 +173,12 @@ def test_a_second_owner_cannot_get_edit_check_or_cancel_the_first_owners_take(st
     assert not {done["take_id"], running["take_id"]} & {t["take_id"] for t in theirs}
     # The other's cancel did nothing; the owner's stops it.
     assert call(server, "get_take", {"take_id": running["take_id"]}, owner).json()["status"] in ("queued", "running")
-    assert call(server, "cancel", {"take_id": running["take_id"]}, owner).json()["cancelling"] is True
+    assert call(server, "cancel", {"take_id": running["take_id"], "whole_job": True}, owner).json()["cancelling"]
     for _ in range(60):
-        status = call(server, "get_take", {"take_id": running["take_id"]}, owner).json()["status"]
-        if status == "cancelled":
+        statuses = {call(server, "get_take", {"take_id": t["take_id"]}, owner).json()["status"] for t in started}
+        if statuses == {"cancelled"}:
             break
-    assert status == "cancelled"
+    assert statuses == {"cancelled"}
 
 
 def test_no_token_or_a_forged_one_is_refused_with_how_to_get_one(studio) -> None:
@@ -279,3 +281,16 @@ def test_the_api_listing_holds_only_the_public_endpoints(studio) -> None:
     info = httpx.get(server.url + "gradio_api/info", timeout=30).json()
     assert set(info["named_endpoints"]) == PUBLIC
     assert not info["unnamed_endpoints"]
+
+
+def test_serve_mcp_without_the_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    import sys
+
+    from click.testing import CliRunner
+
+    from studio.cli import main
+
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if `pip install -e .` without the extra
+    result = CliRunner().invoke(main, ["serve", "--mcp", "--model", "test", "--data-dir", str(tmp_path)])
+    assert result.exit_code != 0 and 'pip install -e ".[mcp]"' in result.output, result.output
+    assert not (tmp_path / "studio.db").exists()  # refused before anything started
