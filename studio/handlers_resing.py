@@ -19,8 +19,12 @@ class ResingHandlers:
     svc: Any
     page: Any
 
-    def _checking(self) -> bool:
-        return getattr(getattr(self.svc, "engine", None), "checker", None) is not None
+    def _checking(self, take_id: str) -> bool:
+        """Whether a check of this take may still come: the check is on and this process made the take
+        (a take from before a restart, or made with the check off, is never waited for)."""
+        runner = getattr(self.svc, "runner", None)
+        return (getattr(getattr(self.svc, "engine", None), "checker", None) is not None and runner is not None
+                and runner.live(take_id) is not None)
 
     def heard_panel(self, take_id: str | None, session_id: str | None, owner: str | None,
                     token: str | None) -> dict:
@@ -40,7 +44,7 @@ class ResingHandlers:
         """As `heard_panel`, once the shown take's check has arrived (it comes after the take is playable)."""
         take = self._readable_take(take_id, owner, token) if take_id else None  # type: ignore[attr-defined]
         deadline = time.monotonic() + WAIT_FOR_CHECK_S
-        while take is not None and heard_view.awaited(take, self._checking()) and time.monotonic() < deadline:
+        while take is not None and heard_view.awaited(take, self._checking(take.id)) and time.monotonic() < deadline:
             time.sleep(POLL_S)
             take = self.svc.store.get_take(take.id)
         return self.heard_panel(take_id, session_id, owner, token)

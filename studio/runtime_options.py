@@ -87,6 +87,12 @@ class WorkerPlan:
                  lyrics_check: bool = True) -> None:
         self.workers, self.devices, self.backend, self.precision = workers, devices, backend, precision
         self.lyrics_model, self.lyrics_check = lyrics_model, lyrics_check
+        if lyrics_model not in ("auto", "off") and not Path(lyrics_model).expanduser().is_dir():
+            from engine.modelfiles.manifest import BY_NAME
+
+            if not lyrics_model.startswith("whisper") or lyrics_model not in BY_NAME:
+                raise click.UsageError(f"--lyrics-model {lyrics_model}: not a folder and not a model name "
+                                       "(whisper-large-v3-turbo, whisper-small, auto or off)")
         self.secret_file, self.threads, self.lock_dir = secret_file, threads, lock_dir
         self.ray, self.ray_resource = ray or None, ray_resource
         if self.ray and (workers or len(devices) > 1):

@@ -115,3 +115,16 @@ def test_lyrics_model_per_device_and_managed_files(tmp_path, monkeypatch) -> Non
     path, line = resolve_lyrics_model("auto", ("cuda:0",), str(tmp_path / "models"))  # turbo absent: small
     assert path == str(folder) and "whisper-small" in line and "not downloaded" in line
     assert resolve_lyrics_model(str(folder), ("cpu",), None)[0] == str(folder.resolve())
+
+
+def test_lyrics_options_refuse_an_unknown_model_and_switch_off(models) -> None:
+    import click
+
+    from studio.runtime_options import WorkerPlan
+
+    with pytest.raises(click.UsageError, match="not a folder and not a model name"):
+        WorkerPlan((), ("cpu",), "torch", "auto", None, None, lyrics_model="whisper-huge")
+    plan = WorkerPlan((), ("cpu",), "torch", "auto", None, None)
+    assert plan.with_lyrics(models, None).lyrics == models.lyrics  # --model test: its own tiny Whisper
+    off = WorkerPlan((), ("cpu",), "torch", "auto", None, None, lyrics_check=False)
+    assert off.with_lyrics(models, None).lyrics is None and off.engine_options()["lyrics_check"] is False
