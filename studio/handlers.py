@@ -14,10 +14,11 @@ from typing import Any
 
 import gradio as gr
 
-from studio import live, present, songs
+from studio import access, live, present, songs
 from studio.admission import AdmissionRefused
 from studio.handlers_takes import TakeHandlers
 from studio.page import Page
+from studio.page_files import take_files
 from studio.services import Services, UploadRefused
 from studio.store import ACTIVE_STATUSES
 
@@ -90,7 +91,8 @@ class Handlers(TakeHandlers):
             kept, info = self.svc.keep_upload(tmp_path, from_client=from_client)
         except UploadRefused as exc:
             return {s.audio: None, s.audio_path: "", s.window_note: f"⚠ {exc}"}
-        return {s.audio_path: str(kept), s.window_note: self.svc.style_window_note(kept, info["seconds"])}
+        # Named relative to the data folder: the page never sees a server path.
+        return {s.audio_path: f"uploads/{kept.name}", s.window_note: self.svc.style_window_note(kept, info["seconds"])}
 
     def save_style(self, name: str, source: str, text: str, audio_path: str) -> dict:
         s = self.page.style
@@ -156,7 +158,7 @@ class Handlers(TakeHandlers):
         summary = ", ".join(f"{t.label}: {t.status}" + (f" ({t.error})" if t.error else "") for t in final if t)
         out = {g.message: summary, **self._listing(session_id, select=done[0].id if done else None)}
         if done:
-            out[g.preview] = done[0].files.get("wav")
+            out[g.preview] = take_files(self.svc, done[0], access.Who(session.owner if session else None)).get("wav")
             out.update(self.take_detail(done[0].id, session_id))
         yield out
 

@@ -8,6 +8,7 @@ from typing import Any
 import gradio as gr
 
 from device_worker import controls
+from studio.page_files import signed
 
 EDIT_MODES = [("New song", "none"), ("Regenerate time ranges of a take", "edit"),
               ("Continue a take from a point", "continue")]
@@ -67,7 +68,7 @@ def build() -> GenerateUI:
     progress = gr.HTML(elem_id="progress")
     # While a take renders, the page's live player (assets/ui/live.js) plays its decoded windows as they
     # arrive; this player gets the finished file.
-    preview = gr.Audio(label="Latest finished take", type="filepath", interactive=False, elem_id="preview",
-                       buttons=[])
+    preview = signed(gr.Audio(label="Latest finished take", type="filepath", interactive=False, elem_id="preview",
+                              buttons=[]))
     return GenerateUI(duration, steps, cfg, seed, random_seed, variations, formats, edit_mode,
                       edit_take, edit_ranges, continue_from, generate, cancel, message, progress, preview)
