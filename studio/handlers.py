@@ -92,7 +92,8 @@ class Handlers(TakeHandlers, ResingHandlers):
             kept, info = self.svc.keep_upload(tmp_path, from_client=from_client)
         except UploadRefused as exc:
             return {s.audio: None, s.audio_path: "", s.window_note: f"⚠ {exc}"}
-        return {s.audio_path: str(kept), s.window_note: self.svc.style_window_note(kept, info["seconds"])}
+        # Named relative to the data folder: the page never sees a server path.
+        return {s.audio_path: f"uploads/{kept.name}", s.window_note: self.svc.style_window_note(kept, info["seconds"])}
 
     def save_style(self, name: str, source: str, text: str, audio_path: str) -> dict:
         s = self.page.style

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from studio.page_files import signed
 from studio.ui import resing as resing_ui
 
 SORTS = ["newest first", "best style match first", "most words sung first"]  # handlers_takes._listing knows each
@@ -56,14 +57,15 @@ def build() -> TakesUI:
                                      elem_id="delete-cancelled")
     # The plain player keeps its <audio> in the page, so the lyric lines can follow and seek it (the
     # waveform picture below shows the shape).
-    audio = gr.Audio(label="Take", type="filepath", interactive=False, elem_id="take-audio",
-                     waveform_options=gr.WaveformOptions(show_recording_waveform=False))
+    # `signed`: it plays signed file URLs (studio/page_files.py), never a server path.
+    audio = signed(gr.Audio(label="Take", type="filepath", interactive=False, elem_id="take-audio",
+                            waveform_options=gr.WaveformOptions(show_recording_waveform=False)))
     lyric_lines = gr.HTML(elem_id="lyric-lines")
     resing = resing_ui.build()
     # Drag regions on it to repaint or extend them (studio/waveform.py sends the peaks).
     waveform = gr.HTML(elem_id="take-regions")
     lyrics_view = gr.Textbox(label="Lyrics (as timed)", lines=6, interactive=False, elem_id="take-lyrics")
-    files = gr.File(label="Downloads", file_count="multiple", interactive=False, elem_id="take-files")
+    files = signed(gr.File(label="Downloads", file_count="multiple", interactive=False, elem_id="take-files"))
     with gr.Row() as actions:
         name = gr.Textbox(label="Name", max_lines=1, scale=3, elem_id="take-name")
         rename = gr.Button("Rename", scale=1, elem_id="take-rename")
