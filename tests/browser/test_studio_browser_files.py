@@ -16,8 +16,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from chromium import ARGS, CHROMIUM
 from studio_helpers import api_client, form, fresh_studio, open_page
-from test_studio_browser import ARGS, CHROMIUM
 
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
 
