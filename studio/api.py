@@ -38,6 +38,7 @@ def _take(t: TakeInfo, svc: Services, who: access.Who) -> dict[str, Any]:
     # never travels with a take.
     d.pop("session_id", None)
     d["urls"] = access.file_urls(svc.store, svc.identity, t, who)
+    d["lyrics_check"] = (t.record or {}).get("lyrics_check")  # did it sing the words (None: not heard yet)
     return access.public(d)
 
 
@@ -137,6 +138,18 @@ def register(svc: Services) -> None:
             yield _take(store.get_take(take_id), svc, access.Who(owner))
         finally:
             svc.admission.release(owner, "follow")
+
+    def resing(take_id: str, lines: Any = "", request: gr.Request = None) -> dict:
+        """Sing lines of one of your takes again: an edit take regenerating exactly those lines' frames
+        (`lines`: report indices of its `lyrics_check`, a list or "2, 5"; empty: the missed lines)."""
+        from studio.resing import resing as start_resing
+
+        owner = caller(request)
+        try:
+            new, frames = start_resing(svc, owner, take_id, lines)
+        except songs.SongRefused as exc:
+            raise gr.Error(str(exc)) from None
+        return {"take_id": new.id, "seed": new.seed, "resing_of": take_id, "segments_frames": frames}
 
     def cancel(take_id: str, whole_job: bool = False, request: gr.Request = None) -> dict:
         """Cancel this take; its sibling variations go on. `whole_job`: cancel every variation of the
@@ -272,7 +285,7 @@ def register(svc: Services) -> None:
         return {"ready": st.ready, "loading": st.loading, "problem": st.problem, "missing": list(st.missing),
                 "label": st.label, "workers": st.workers, "message": st.banner_markdown()}
 
-    for fn in (submit, take, follow, cancel, retry, set_take, takes, sessions, share, revoke, shared, copy_shared,
+    for fn in (submit, take, follow, resing, cancel, retry, set_take, takes, sessions, share, revoke, shared, copy_shared,
                save_style, styles, lyrics_report, time_lyrics, status):
         gr.api(fn, api_name=fn.__name__, concurrency_limit=svc.config.follow_concurrency if fn is follow else 8,
                concurrency_id="follow" if fn is follow else None)

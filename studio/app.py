@@ -26,7 +26,9 @@ JS_FILES = sorted(UI_ASSETS.glob("*.js"))  # the page's own behaviours, one file
 
 
 def build_app(svc: Services) -> gr.Blocks:
-    with gr.Blocks(title="DiffRhythm Studio") as demo:
+    cfg = svc.config
+    with gr.Blocks(title="DiffRhythm Studio",
+                   delete_cache=(cfg.browser_copies_every_s, cfg.browser_copies_max_age_s)) as demo:
         # A fixed secret (derived from the data folder's key), so what browsers stored survives a restart.
         secret = svc.identity.browser_state_secret
         owner = gr.BrowserState("", storage_key="diffrhythm-studio-owner", secret=secret)
@@ -54,7 +56,8 @@ def build_app(svc: Services) -> gr.Blocks:
                 with gr.Accordion("Sessions", open=True, elem_id="history"):
                     hist = history.build()
         editable = [gen.generate, gen.cancel, sty.save, sty.save_name, hist.share, hist.revoke, hist.new,
-                    tks.use_settings, tks.use_reference, tks.use_edit]  # Cancel this take: take_detail
+                    tks.use_settings, tks.use_reference, tks.use_edit,
+                    tks.delete_cancelled]  # Cancel this take: take_detail
         page = Page(banner, shared, comp, sty, gen, tks, hist, owner, session, token, editable)
         handlers = Handlers(svc, page)
         api.register(svc)  # first, so the stable endpoints get their plain names

@@ -33,7 +33,8 @@ log = logging.getLogger("studio.serve")
 def serve(host: str, port: int, takes_per_owner: int, mcp: bool, data_dir: Path | None, db_url: str | None, workers: tuple[str, ...],
           devices: tuple[str, ...], backend: str, precision: str, dits: tuple[str, ...], vae: str | None, model: str,
           models_dir: str | None, secret_file: str | None, threads: int | None, lock_dir: str | None,
-          test_crop_frames: int | None, ray_address: str | None = None, ray_resource: str | None = None) -> None:
+          test_crop_frames: int | None, ray_address: str | None = None, ray_resource: str | None = None,
+          lyrics_model: str = "auto", lyrics_check: bool = True) -> None:
     """Open the studio.
 
     \b
@@ -70,7 +71,8 @@ def serve(host: str, port: int, takes_per_owner: int, mcp: bool, data_dir: Path 
         log.info("[serve] %d take(s) were interrupted by the last stop; they can be retried", len(recovered))
     config = StudioConfig(data_dir, test_model=model == "test", takes_per_owner=takes_per_owner)
     svc = Services(store, config, model_status=ModelStatus(ready=False, loading="preparing model files"))
-    spec = WorkerPlan(workers, devices, backend, precision, secret_file, threads, lock_dir, ray_address, ray_resource)
+    spec = WorkerPlan(workers, devices, backend, precision, secret_file, threads, lock_dir, ray_address, ray_resource,
+                      lyrics_model, lyrics_check)
     loader = threading.Thread(target=_load_engine, name="engine-loader", daemon=True,
                               args=(svc, data_dir, model, dits, vae, models_dir, spec, test_crop_frames))
     loader.start()
@@ -95,8 +97,8 @@ def _load_engine(svc: Any, data_dir: Path, model: str, dits: tuple[str, ...], va
     from studio.services import ModelStatus
 
     try:
-        models = resolve_models(model, dits, vae, models_dir,
-                                lambda text: setattr(svc, "model_status", ModelStatus(ready=False, loading=text)))
+        models = plan.with_lyrics(resolve_models(model, dits, vae, models_dir, lambda text: setattr(
+            svc, "model_status", ModelStatus(ready=False, loading=text))), models_dir)
     except Exception as exc:
         _offer_fetch(svc, exc, models_dir,
                      lambda: _load_engine(svc, data_dir, model, dits, vae, models_dir, plan, crop))

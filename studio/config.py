@@ -28,6 +28,11 @@ class StudioConfig:
     # Takes one owner may have queued or rendering at once (studio.admission): 16 fits one request's
     # variations; a batch script or a one-musician studio may raise it.
     takes_per_owner: int = 16
+    # Gradio copies every file it shows (each take viewed) into its temporary folder and, by default,
+    # never removes them while serving (297 MB after one walk): copies older than this go, checked every
+    # `browser_copies_every_s`. A copy handed out again is touched (Gradio), so a take being played stays.
+    browser_copies_max_age_s: int = 1800
+    browser_copies_every_s: int = 300
     # The label shown in the header when the weights are random (`--model test`).
     model_label: str = ""
     test_model: bool = False
@@ -60,17 +65,14 @@ class StudioConfig:
         return resolved
 
     def served_paths(self) -> list[str]:
-        """What Gradio may serve: takes, uploads, derived pictures and the app's own UI assets.
+        """What Gradio may serve from disk: the app's own UI assets only.
 
-        Not the whole data directory: its database holds every session's key.
+        Takes, uploads and derived files go out only through signed, owner-checked URLs
+        (`studio.access`, `studio.files`, `studio.page_files`): a path Gradio serves answers anyone who
+        has it, and keeps answering after a delete or a revoked share link.
         """
-        return [str(p) for p in (self.data_dir.resolve() / "takes", self.uploads_dir.resolve(),
-                                 self.cache_dir.resolve(), UI_ASSETS)]
+        return [str(UI_ASSETS)]
 
     def blocked_paths(self) -> list[str]:
         root = self.data_dir.resolve()
         return [str(root / name) for name in ("studio.db", "studio.db-wal", "studio.db-shm", "styles", ".secrets")]
-
-    def is_served(self, path: str | Path) -> bool:
-        p = Path(path).resolve()
-        return any(p == Path(r) or Path(r) in p.parents for r in self.served_paths())

@@ -14,8 +14,9 @@ from typing import Any
 
 import gradio as gr
 
-from studio import live, present, songs
+from studio import live, present, seedbox, songs
 from studio.admission import AdmissionRefused
+from studio.handlers_resing import ResingHandlers
 from studio.handlers_takes import TakeHandlers
 from studio.page import Page
 from studio.services import Services, UploadRefused
@@ -24,7 +25,7 @@ from studio.store import ACTIVE_STATUSES
 log = logging.getLogger(__name__)
 
 
-class Handlers(TakeHandlers):
+class Handlers(TakeHandlers, ResingHandlers):
     def __init__(self, svc: Services, page: Page) -> None:
         self.svc = svc
         self.page = page
@@ -91,7 +92,8 @@ class Handlers(TakeHandlers):
             kept, info = self.svc.keep_upload(tmp_path, from_client=from_client)
         except UploadRefused as exc:
             return {s.audio: None, s.audio_path: "", s.window_note: f"⚠ {exc}"}
-        return {s.audio_path: str(kept), s.window_note: self.svc.style_window_note(kept, info["seconds"])}
+        # Named relative to the data folder: the page never sees a server path.
+        return {s.audio_path: f"uploads/{kept.name}", s.window_note: self.svc.style_window_note(kept, info["seconds"])}
 
     def save_style(self, name: str, source: str, text: str, audio_path: str) -> dict:
         s = self.page.style
@@ -126,8 +128,9 @@ class Handlers(TakeHandlers):
             return
         session_id, takes = started.session.id, started.takes
         seeds = ", ".join(str(t.seed) for t in takes)
+        first: dict[Any, Any] = {g.seed: seedbox.drawn(takes[0].seed)} if values.get(g.random_seed) and takes else {}
         yield {p.session: session_id, g.message: f"Submitted {len(takes)} take(s), seed(s) {seeds}.",
-               **self._listing(session_id), **self._sessions(values.get(p.owner))}
+               **self._listing(session_id), **self._sessions(values.get(p.owner)), **first}
         yield from self._follow(session_id, [t.id for t in takes])
 
     def _follow(self, session_id: str, take_ids: list[str]) -> Iterator[dict]:
@@ -157,7 +160,6 @@ class Handlers(TakeHandlers):
         summary = ", ".join(f"{t.label}: {t.status}" + (f" ({t.error})" if t.error else "") for t in final if t)
         out = {g.message: summary, **self._listing(session_id, select=done[0].id if done else None)}
         if done:
-            out[g.preview] = done[0].files.get("wav")
             out.update(self.take_detail(done[0].id, session_id))
         yield out
 

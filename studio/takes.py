@@ -232,6 +232,8 @@ class TakeRunner:
                     update(e.take, force=True, phase=f"retrying (attempt {e.attempt}): {e.reason}")
                 elif isinstance(e, ev.TakeDone):
                     self._finish_take(take_ids[e.result.take], e.result)
+                elif isinstance(e, ev.LyricsChecked):  # after the take is playable: its record gains the check
+                    self._lyrics_checked(take_ids[e.take], e.files.get("json"))
                 elif isinstance(e, ev.Failed):
                     targets = take_ids if e.take is None else [take_ids[e.take]]
                     for tid in targets:
@@ -330,6 +332,15 @@ class TakeRunner:
         if result.files.get("json"):
             self.store.update_take(take_id, files={**files, "json": result.files["json"]})
         self._set_live(take_id, status=DONE, progress=1.0, phase="done", eta_s=0.0, seed=result.seed)
+
+    def _lyrics_checked(self, take_id: str, record_path: str | None) -> None:
+        record = read_record(record_path)
+        if "lyrics_check" in record:
+            self.store.update_take(take_id, record=record)
+            with self._lock:
+                if (lv := self._live.get(take_id)) is not None:
+                    lv.version += 1
+                    self._lock.notify_all()
 
     def _end(self, take_id: str, status: str, phase: str, *, error: str | None = None) -> None:
         lv = self.live(take_id)
