@@ -122,7 +122,9 @@ def test_use_these_settings_loads_the_takes_request_and_actual_seed(h: Handlers)
     assert "Pick a take" in h.use_settings(t.id, s.id, h.svc.identity.new_token())[h.page.takes.note]
     out = h.use_settings(t.id, s.id, token)
     g, st = h.page.gen, h.page.style
-    assert out[g.seed] == 4242 and out[g.random_seed] is False and out[g.duration] == 150
+    # The seed box (a text box, editable now that the seed is fixed) holds the take's actual seed.
+    assert out[g.seed]["value"] == "4242" and out[g.seed]["interactive"] is True
+    assert out[g.random_seed] is False and out[g.duration] == 150
     assert out[g.steps] == 40 and out[g.cfg] == 3.5 and out[st.text] == "bossa nova"
     assert out[h.page.compose.lyrics] == "[00:01.00]la\n" and out[g.formats] == ["wav", "ogg"]
 
