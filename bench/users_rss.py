@@ -1,8 +1,9 @@
 """Studio peak RSS with many users at once (issue 27 finding 7: 20 users x 2 songs peaked at 873 MB).
 
-    .venv/bin/python bench/users_rss.py [--users 20] [--songs 2] [--frames 64]
+    .venv/bin/python bench/users_rss.py [--users 20] [--songs 2] [--frames 64 | --full]
 
-Starts `studio serve --model test` (songs cropped to --frames latent frames, one CPU worker); each user
+Starts `studio serve --model test` (songs cropped to --frames latent frames, or at full length with
+`--full`, one CPU worker); each user
 is its own owner token, submitting its songs and following each to the end through the API while the
 studio's RSS is sampled every 0.2 s. Prints done/total, the p95 song time and the studio's peak RSS
 (target: all done, peak < 500 MB).
@@ -29,12 +30,13 @@ def main() -> None:
     ap.add_argument("--users", type=int, default=20)
     ap.add_argument("--songs", type=int, default=2)
     ap.add_argument("--frames", type=int, default=64)
+    ap.add_argument("--full", action="store_true", help="songs at full length (95 s), not cropped")
     args = ap.parse_args()
     from gradio_client import Client
 
     from studio.identity import Identity
 
-    proc, url, tmp = serve_test_studio("users-rss-", args.frames)
+    proc, url, tmp = serve_test_studio("users-rss-", None if args.full else args.frames)
     peak = [0.0]
     stop = threading.Event()
 

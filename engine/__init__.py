@@ -11,12 +11,14 @@ protocol. One song passes through the rows below roughly top to bottom.
 | `jobs`, `units` | a job's ordered event stream and subscribers; the takes it holds (one device job each) |
 | `pipeline` | three stages with bounded queues: host inputs -> device -> host outputs; queue positions, ETAs |
 | `inputs`, `style`, `reference`, `audio_files` | per-job inputs: style embedding (STYLE call), reference latent, user audio |
-| `pool` | the device stage: worker slots, placement, restarts, event relay |
+| `pool` | the device stage: placement (crash isolation) and event relay over the worker slots |
+| `slots`, `ray_slots` | worker slots and their restarts; local and Ray as two sources of slots |
 | `remote`, `remote_calls` | the worker's client: spawn and watch the process; SUBMIT/STYLE/... in flight |
 | `ray_workers` | workers as Ray actors across hosts |
 | `events` | the events a job yields, and the ETA model |
 | `outputs`, `encoder` | files: audio encoded in a child process, tags, the JSON record |
 | `style_match` | how close a take came to its style (MuQ-MuLan cosine) |
+| `hearing`, `splice` | the lyrics check after a take is written (Whisper on the worker); a re-sing keeping the source's samples |
 | `config`, `modelfiles/` | engine settings; the model files (list, locate, fetch, verify) |
 | `remote_dit` | the worker's DiT as a torch module, for upstream-style scripts |
 | `textfile` | reading a user's text file whatever its encoding |

@@ -40,21 +40,24 @@ from engine.events import (
     TakeResult,
     error_text,
 )
-from engine.units import BusyError, DeviceStage, JobContext, Prepared, Stopping, Unit, wait_eta
+from engine.units import BusyError, DeviceStage, JobContext, Prepared, Stopping, Unit, job_timings, wait_eta
 
 logger = logging.getLogger(__name__)
 
-MAX_ATTEMPTS = 2  # a take whose worker dies is retried once, then fails
 WAIT_ETA_EVERY_S = 2.0  # how often waiting jobs hear a fresh ETA while takes step
 
 
 class Pipeline:
     def __init__(self, *, prepare: Callable[[JobContext], Prepared], device: DeviceStage,
                  write: Callable[[Unit], TakeResult], max_ready: int, queue_limit: int,
-                 input_threads: int = 1, output_threads: int = 1):
+                 input_threads: int = 1, output_threads: int = 1,
+                 after_write: Callable[[Unit, TakeResult, Callable[[], None]], bool] | None = None):
+        # after_write(unit, result, finished): once a take is written and announced (the lyrics check); True:
+        # it took the take and calls finished() later, and the job's terminal event waits for that.
         if max_ready < 1 or queue_limit < 0:
             raise ValueError("max_ready must be >= 1 and queue_limit >= 0")
         self._prepare, self._device, self._write = prepare, device, write
+        self._after_write = after_write
         self.max_ready, self.queue_limit = max_ready, queue_limit
         self._lock = threading.Lock()
         self._waiting: collections.deque[Unit] = collections.deque()
@@ -218,12 +221,31 @@ class Pipeline:
                     took = time.monotonic() - unit.admitted
                     self.take_s_hint = took if self.take_s_hint is None else 0.7 * self.take_s_hint + 0.3 * took
                 unit.job.publish(TakeDone(unit.job.id, result=result))
+                self._after(unit, result)
                 self._finish(unit)
             except Stopping:
                 self._finish(unit)
             except Exception as exc:  # noqa: BLE001
                 logger.exception("job %s: writing take %d failed", unit.job.id, unit.take)
                 self._fail(unit, error_text(exc))
+
+    def _after(self, unit: Unit, result: TakeResult) -> None:
+        """Hand the written take to `after_write`; the job stays open until it says it has finished."""
+        ctx = unit.ctx
+        with self._lock:
+            ctx.checking += 1
+        try:
+            taken = self._after_write is not None and self._after_write(unit, result, lambda: self._checked(ctx))
+        except Exception:  # noqa: BLE001 - the take is written; an after-step never fails it
+            logger.exception("job %s: after-write step of take %d failed", unit.job.id, unit.take)
+            taken = False
+        if not taken:
+            self._checked(ctx)
+
+    def _checked(self, ctx: JobContext) -> None:
+        with self._lock:
+            ctx.checking -= 1
+            self._settle_locked(ctx)
 
     # -- DeviceSink: called from the device stage's threads --------------------------------------
     def running(self, unit: Unit, worker: str) -> None:
@@ -267,19 +289,21 @@ class Pipeline:
     def cancelled(self, unit: Unit) -> None:
         self._finish(unit)
 
-    def lost(self, unit: Unit, reason: str) -> None:
-        """The unit's worker died or hung: run the take again from scratch (same seed, same bytes), once."""
+    def lost(self, unit: Unit, reason: str, alone: bool = True) -> None:
+        """The unit's worker died or hung: run the take again from scratch (same seed, same bytes), alone
+        on a worker; fail it when the death is charged to it a second time (`Unit.charge`)."""
         if unit.stopping:
             self._finish(unit)
             return
-        if unit.attempt >= MAX_ATTEMPTS:
-            self._fail(unit, f"WorkerDeadError: {reason} (take {unit.take} already retried once)")
+        if not unit.charge(alone):
+            self._fail(unit, f"WorkerDeadError: {reason} (take {unit.take} already retried once, alone on "
+                             "a worker: it is the likely cause)")
             return
-        unit.attempt += 1
         unit.blocks.clear()
         unit.first_sound_at = None  # the retry's audio is what plays and is kept
         unit.eta = self._new_eta(unit)
-        unit.job.publish(Retrying(unit.job.id, take=unit.take, attempt=unit.attempt, reason=reason))
+        note = "" if alone else " (it shared the worker: retried alone, not counted against it)"
+        unit.job.publish(Retrying(unit.job.id, take=unit.take, attempt=unit.attempt, reason=reason + note))
         self._ready_q.put(unit)
 
     def _eta(self, unit: Unit, eta: TakeEta) -> float | None:
@@ -352,7 +376,7 @@ class Pipeline:
 
     def _settle_locked(self, ctx: JobContext) -> None:
         """Publish the job's terminal event once nothing of it is waiting or in flight."""
-        if ctx.ended or ctx.live or ctx.waiting > 0:
+        if ctx.ended or ctx.live or ctx.waiting > 0 or ctx.checking > 0:
             return
         if ctx.error is None and not ctx.job.cancel_requested and len(ctx.results) + len(ctx.cancelled) < len(ctx.seeds):
             return
@@ -365,7 +389,7 @@ class Pipeline:
             event = Cancelled(job.id, reason=job.cancel_reason or next(iter(ctx.cancelled.values()), "cancelled"))
         else:
             takes = tuple(ctx.results[t] for t in sorted(ctx.results))
-            event = Done(job.id, takes=takes, timings=_job_timings(ctx, takes))
+            event = Done(job.id, takes=takes, timings=job_timings(ctx, takes))
         # Publishing under the lock keeps one terminal event per job; subscribers never block on us.
         job.publish(event)
 
@@ -383,27 +407,10 @@ class Pipeline:
         with self._lock:
             for ctx in list(self._contexts):
                 ctx.live.clear()
-                ctx.waiting = 0
+                ctx.waiting = ctx.checking = 0
                 self._settle_locked(ctx)
         # The queues have a spare slot per thread, so these sentinels never block.
         for t in self._threads:
             {"input": self._input_q, "device": self._ready_q, "output": self._output_q}[t.name.split("-")[1]].put(None)
         for t in self._threads:
             t.join(timeout=5)
-
-
-# Moments, not durations: the job's is its earliest take's (summing them gave a first sound later than the
-# whole job's total).
-_EARLIEST = ("first_sound",)
-
-
-def _job_timings(ctx: JobContext, takes: tuple[TakeResult, ...]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for take in takes:
-        for key, value in take.timings.items():
-            if key in _EARLIEST:
-                out[key] = round(min(out.get(key, value), value), 6)
-            else:
-                out[key] = round(out.get(key, 0.0) + value, 6)
-    out["total"] = round(time.monotonic() - ctx.submitted, 6)
-    return out

@@ -67,10 +67,14 @@ class JobContext:
         self.ended = False
         self.last_position: tuple[int, tuple[int, ...]] | None = None  # (position, waiting takes) last published
         self.cancelled: dict[int, str] = {}  # takes cancelled on their own -> reason (their siblings go on)
+        self.checking = 0  # written takes whose lyrics check is still running (the job's Done waits)
 
     @property
     def stopping(self) -> bool:
         return self.error is not None or self.job.cancel_requested
+
+
+MAX_CHARGED = 2  # a take whose worker dies while it runs alone there is retried once, then fails
 
 
 @dataclass
@@ -81,11 +85,14 @@ class Unit:
     take: int
     seed: int
     attempt: int = 1
+    charged: int = 0  # worker deaths counted against it: those it was alone on the worker for
+    isolate: bool = False  # lost once: runs alone on a worker, so another death names it (engine.pool)
     worker: str = ""
     admitted: float = 0.0
     blocks: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (start sample, [2, n])
     device_timings: dict[str, float] = field(default_factory=dict)
     device_memory: dict[str, float] = field(default_factory=dict)  # device_peak_mb, from the worker's DONE
+    style_heard: dict[str, Any] = field(default_factory=dict)  # DONE's style embedding + window, or its error
     first_sound_at: float | None = None  # monotonic time its first decoded window arrived
     eta: TakeEta | None = None
     handle: Any = None  # the device stage's handle for cancel
@@ -97,6 +104,18 @@ class Unit:
     @property
     def key(self) -> str:
         return f"{self.job.id}/{self.take}"
+
+    def charge(self, alone: bool) -> bool:
+        """Its worker died: whether to run it again. The death counts against it only when it was alone
+        on the worker (it may have caused it); one that shared the worker is retried free. Either way
+        the retry runs isolated (`engine.pool`), so a second death names the culprit."""
+        if alone:
+            self.charged += 1
+            if self.charged >= MAX_CHARGED:
+                return False
+        self.attempt += 1
+        self.isolate = True
+        return True
 
     @property
     def stopping(self) -> bool:
@@ -125,7 +144,7 @@ class DeviceSink(Protocol):
     def done(self, unit: Unit, timings: dict[str, float]) -> None: ...
     def error(self, unit: Unit, text: str) -> None: ...
     def cancelled(self, unit: Unit) -> None: ...
-    def lost(self, unit: Unit, reason: str) -> None: ...
+    def lost(self, unit: Unit, reason: str, alone: bool = True) -> None: ...
 
 
 class DeviceStage(Protocol):
@@ -164,3 +183,21 @@ def sibling_sounds_first(unit: Unit, on_worker: Iterable[Unit]) -> bool:
     musician hear the first take as soon as a single take would sound. The card does the same work either
     way, only the order changes; a worker without such a sibling (another card) takes the variation at once."""
     return any(u.ctx is unit.ctx and u.take < unit.take and u.first_sound_at is None for u in on_worker)
+
+
+# Moments, not durations: the job's is its earliest take's (summing them gave a first sound later than the
+# whole job's total).
+_EARLIEST = ("first_sound",)
+
+
+def job_timings(ctx: JobContext, takes: tuple[TakeResult, ...]) -> dict[str, float]:
+    """A finished job's timings: its takes' durations summed, its moments the earliest take's."""
+    out: dict[str, float] = {}
+    for take in takes:
+        for key, value in take.timings.items():
+            if key in _EARLIEST:
+                out[key] = round(min(out.get(key, value), value), 6)
+            else:
+                out[key] = round(out.get(key, 0.0) + value, 6)
+    out["total"] = round(time.monotonic() - ctx.submitted, 6)
+    return out

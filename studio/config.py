@@ -65,17 +65,14 @@ class StudioConfig:
         return resolved
 
     def served_paths(self) -> list[str]:
-        """What Gradio may serve: takes, uploads, derived pictures and the app's own UI assets.
+        """What Gradio may serve from disk: the app's own UI assets only.
 
-        Not the whole data directory: its database holds every session's key.
+        Takes, uploads and derived files go out only through signed, owner-checked URLs
+        (`studio.access`, `studio.files`, `studio.page_files`): a path Gradio serves answers anyone who
+        has it, and keeps answering after a delete or a revoked share link.
         """
-        return [str(p) for p in (self.data_dir.resolve() / "takes", self.uploads_dir.resolve(),
-                                 self.cache_dir.resolve(), UI_ASSETS)]
+        return [str(UI_ASSETS)]
 
     def blocked_paths(self) -> list[str]:
         root = self.data_dir.resolve()
         return [str(root / name) for name in ("studio.db", "studio.db-wal", "studio.db-shm", "styles", ".secrets")]
-
-    def is_served(self, path: str | Path) -> bool:
-        p = Path(path).resolve()
-        return any(p == Path(r) or Path(r) in p.parents for r in self.served_paths())

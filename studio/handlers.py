@@ -16,6 +16,7 @@ import gradio as gr
 
 from studio import live, present, seedbox, songs
 from studio.admission import AdmissionRefused
+from studio.handlers_resing import ResingHandlers
 from studio.handlers_takes import TakeHandlers
 from studio.page import Page
 from studio.services import Services, UploadRefused
@@ -24,7 +25,7 @@ from studio.store import ACTIVE_STATUSES
 log = logging.getLogger(__name__)
 
 
-class Handlers(TakeHandlers):
+class Handlers(TakeHandlers, ResingHandlers):
     def __init__(self, svc: Services, page: Page) -> None:
         self.svc = svc
         self.page = page
@@ -53,7 +54,8 @@ class Handlers(TakeHandlers):
         try:
             from engine.lyrics import time_lyrics
 
-            lrc = time_lyrics(plain, float(duration), tempo_bpm=tempo or None, intro_s=intro or None)
+            lrc = time_lyrics(plain, float(duration), tempo_bpm=tempo or None, intro_s=intro or None,
+                              tokenizer=self.svc.lyric_tokenizer())
         except Exception as exc:
             return {c.timing_note: f"⚠ {exc}"}
         return {c.lyrics: lrc, c.timing_note: "Timed — edit the times above if you like; the report updates."}
@@ -90,7 +92,8 @@ class Handlers(TakeHandlers):
             kept, info = self.svc.keep_upload(tmp_path, from_client=from_client)
         except UploadRefused as exc:
             return {s.audio: None, s.audio_path: "", s.window_note: f"⚠ {exc}"}
-        return {s.audio_path: str(kept), s.window_note: self.svc.style_window_note(kept, info["seconds"])}
+        # Named relative to the data folder: the page never sees a server path.
+        return {s.audio_path: f"uploads/{kept.name}", s.window_note: self.svc.style_window_note(kept, info["seconds"])}
 
     def save_style(self, name: str, source: str, text: str, audio_path: str) -> dict:
         s = self.page.style

@@ -8,14 +8,13 @@ shared view has only the share token, so a viewer can listen and download but ne
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
-from device_worker import controls
 from studio import access, present, seedbox, songs
 from studio.forms import ComposeForm
+from studio.page_files import audio_update, take_files
 from studio.store import ACTIVE_STATUSES, DONE, INTERRUPTED, SessionInfo, StoreError, TakeInfo
 from studio.ui.takes import SORTS
 from studio.waveform import regions_html
@@ -40,6 +39,10 @@ class TakeHandlers:
             # Best style match first; takes without a figure (running, failed, no style model) go last,
             # newest first among equals (sorted() is stable).
             takes = sorted(takes, key=lambda x: (present.style_match_of(x) is None, -(present.style_match_of(x) or 0.0)))
+        elif order == SORTS[2]:  # most words sung first (the lyrics check); unchecked takes last
+            from studio.heard_view import sung_share_of
+
+            takes = sorted(takes, key=lambda x: (sung_share_of(x) is None, -(sung_share_of(x) or 0.0)))
         choices = [(present.take_label(x), x.id) for x in takes]
         done = [(present.take_label(x), x.id) for x in takes if x.status == DONE]
         if select or clear:
@@ -103,7 +106,7 @@ class TakeHandlers:
                 out[p.shared.banner] = "**This share link was revoked or never existed.** Ask the owner for a new one."
                 out[p.shared.copy] = gr.Button(visible=False)
                 return out
-            out.update(self._render(shared, owner, read_only=True))
+            out.update(self._render(shared, owner, read_only=True, share=token))
             return out
         out[p.token] = ""
         session = self._own_session(session_id, owner)
@@ -138,7 +141,8 @@ class TakeHandlers:
     def new_session(self, owner: str | None) -> dict:
         return self._render(None, owner, read_only=False)
 
-    def _render(self, session: SessionInfo | None, owner: str | None, *, read_only: bool) -> dict:
+    def _render(self, session: SessionInfo | None, owner: str | None, *, read_only: bool,
+                share: str | None = None) -> dict:
         """Redraw everything that belongs to a session (its inputs, takes, link) or a blank page."""
         p = self.page
         form = ComposeForm.from_dict(session.inputs if session else None)
@@ -155,7 +159,8 @@ class TakeHandlers:
         out.update(self._listing(session.id if session else None, select=first.id if first else None,
                                  done_only=read_only))
         out.update(self._sessions(owner))
-        out.update(self.take_detail(first.id if first else None, None if read_only else (session.id if session else None)))
+        out.update(self.take_detail(first.id if first else None, None if read_only else (session.id if session else None),
+                                    share))
         links = [x for x in (self.svc.store.share_links(session.id) if session and not read_only else []) if not x.revoked]
         out[p.history.link] = links[0].url_path if links else ""
         out[p.gen.message] = ""
@@ -182,10 +187,12 @@ class TakeHandlers:
         if not take_id:
             return {self.page.takes.note: gr.skip()}  # (an empty dict would read as one output value)
         take = self._readable_take(take_id, owner, token)
-        return self.take_detail(take.id if take else None, self._own_id(session_id, owner))
+        return self.take_detail(take.id if take else None, self._own_id(session_id, owner),
+                                token if isinstance(token, str) else None)
 
-    def take_detail(self, take_id: str | None, session_id: str | None) -> dict:
-        """Callers pass a take id they have checked and the verified own session (or None)."""
+    def take_detail(self, take_id: str | None, session_id: str | None, share: str | None = None) -> dict:
+        """Callers pass a take id they have checked and the verified own session (or None); a shared
+        view passes its share token, which its file URLs are signed for."""
         t = self.page.takes
         take = self.svc.store.get_take(take_id) if take_id else None
         if take is None:
@@ -195,16 +202,16 @@ class TakeHandlers:
                     t.undo_id: "", t.delete: gr.Button(visible=bool(session_id)),
                     t.cancel_take: gr.Button(visible=False)}
         owned = session_id is not None and take.session_id == session_id
-        serve = self.svc.servable
-        wav = serve(take.files["wav"]) if take.files.get("wav") and Path(take.files["wav"]).is_file() else None
-        files = [serve(p) for f, p in take.files.items() if f != "json" and Path(p).is_file()]
-        files += [serve(take.files["json"])] if Path(take.files.get("json") or "/nonexistent").is_file() else []
+        session = self.svc.store.get_session(take.session_id) if owned else None
+        signed = take_files(self.svc, take, access.Who(session.owner if session else None, share))
+        wav = signed.get("wav")
+        files = [f for kind, f in signed.items() if kind != "json"] + ([signed["json"]] if "json" in signed else [])
         peaks_cache = self.svc.config.cache_dir / "waveforms" / f"{take.id}.json"
         return {
             # A take without audio names itself too: the previous take's name over an empty player read as
             # that take still being shown (the walk's "stale pane").
-            t.audio: gr.Audio(value=wav, subtitles=present.subtitles(take) if wav else None,
-                              label=take.label if wav else present.no_audio_label(take)),
+            t.audio: audio_update(wav, present.subtitles(take), take.label) if wav
+            else gr.update(value=None, label=present.no_audio_label(take)),
             t.lyric_lines: present.lyric_lines_html(take) if wav else "",
             t.waveform: regions_html(take.id, take.files["wav"], peaks_cache, present.style_match_caption(take),
                                      editable=owned) if wav else "",
@@ -286,19 +293,7 @@ class TakeHandlers:
         take = self._readable_take(take_id, owner, None)
         if take is None:
             return {self.page.takes.note: "Pick a take first."}
-        session = self.svc.store.get_session(take.session_id)
-        form = ComposeForm.from_dict(session.inputs if session else None)
-        req = take.request
-        style = req.get("style") or {}
-        form.lyrics, form.instrumental = req.get("lyrics", ""), not (req.get("lyrics") or "").strip()
-        form.duration, form.steps, form.cfg = int(req.get("duration", 95)), int(req.get("steps", controls.STEPS.default)), float(req.get("cfg", controls.CFG.default))
-        form.seed, form.random_seed, form.variations = int(take.seed or 0), False, 1
-        form.formats = list(req.get("formats") or ["wav"])
-        form.edit_mode, form.edit_take = "none", None
-        if style.get("text") is not None:
-            form.style_source, form.style_text = "text", style["text"]
-        elif style.get("audio"):
-            form.style_source, form.style_audio = "audio", style["audio"]
+        form = ComposeForm.of_take(take, self.svc.store.get_session(take.session_id))
         out = self.page.form_updates(form)
         out[self.page.takes.note] = f"Settings of **{take.label}** loaded (seed {take.seed})."
         return out
@@ -344,10 +339,12 @@ class TakeHandlers:
                 t.ab_b: gr.Dropdown(choices=done, value=pick[1] if len(pick) > 1 else None)}
 
     def ab_players(self, a: str | None, b: str | None, owner: str | None, token: str | None) -> str:
-        takes = [self._readable_take(x, owner, token) for x in (a, b)]
-        if not all(x is not None and x.files.get("wav") for x in takes):
+        who = access.Who.of(self.svc.identity, token=owner, share=token)
+        takes = [access.readable_take(self.svc.store, x, who) for x in (a, b)]
+        urls = [access.signed_file_url(self.svc.store, self.svc.identity, x, "wav", who) if x else None for x in takes]
+        if not all(urls):
             return "<p class='ab-note'>Pick two finished takes.</p>"
-        return present.ab_html([(x.label, f"/gradio_api/file={self.svc.servable(x.files['wav'])}") for x in takes])
+        return present.ab_html([(x.label, u) for x, u in zip(takes, urls, strict=True)])
 
     # ------------------------------------------------------------------ sharing
     def share(self, session_id: str | None, owner: str | None, request: gr.Request) -> dict:

@@ -7,6 +7,7 @@ form is read through `FORM_FIELDS`, so adding a field is one line here and one i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -59,7 +60,11 @@ class Page:
         out[self.style.text_group] = gr.Group(visible=form.style_source == "text")
         out[self.style.audio_group] = gr.Group(visible=form.style_source == "audio")
         out[self.style.saved_group] = gr.Group(visible=form.style_source == "saved")
-        out[self.style.audio] = form.style_audio
+        # A stored reference is named relative to the data folder (`uploads/<digest>.wav`): no server path
+        # goes to the page, and its player stays empty (the folder is not served; the note names it).
+        if form.style_audio and Path(form.style_audio).is_absolute():
+            out[self.style.audio_path] = f"uploads/{Path(form.style_audio).name}"
+        out[self.style.audio] = None
         out[self.gen.seed] = seedbox.shown(form.random_seed, form.seed)
         return out
 

@@ -246,25 +246,6 @@ class Services:
         path = library.save(name, result.vector, overwrite=True)
         return self.store.save_style(name, prompt=text if audio is None else "", embedding_path=path, source=source)
 
-    def servable(self, path: str | Path) -> str:
-        """A path Gradio may hand to the browser for a file the store lists.
-
-        Takes rendered elsewhere (`studio render -o DIR --session`) live outside the served folders;
-        they are linked (or copied) into the cache instead of widening what the server exposes.
-        """
-        if self.config.is_served(path):
-            return str(path)
-        src = Path(path)
-        key = hashlib.sha256(str(src.resolve()).encode()).hexdigest()[:16]
-        dest = self.config.cache_dir / "external" / key / src.name
-        if not dest.exists():
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(src, dest)
-            except OSError:
-                shutil.copyfile(src, dest)
-        return str(dest)
-
     def checked_path(self, path: str | Path) -> Path:
         """A path a client named (API or form); refused unless inside the data directory."""
         return self.config.inside_data(path)

@@ -41,6 +41,7 @@ class BatchOptions:
     single: bool = False  # the one-song form: problems without jobs-file line numbers
     db_url: str | None = None  # --session: the store's database (None: studio.db in the data folder)
     stream: Any = None  # stderr
+    best_of: int | None = None  # --best-of N: for the lines without their own "best_of"
 
 
 @dataclass
@@ -74,7 +75,7 @@ class Batch:
 
     def _run(self, engine: Any, cfg: Any, specs: list[Any]) -> Result:
         o = self.opts
-        parsed = parse_jobs(o.text, o.base_dir, validate=lambda r: engine.validate(r).problems)
+        parsed = parse_jobs(o.text, o.base_dir, validate=lambda r: engine.validate(r).problems, best_of=o.best_of)
         self._report(parsed)
         problems = [p.to_dict() for p in parsed.problems]
         if parsed.problems and (o.strict or not parsed.jobs):

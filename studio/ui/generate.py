@@ -8,6 +8,7 @@ from typing import Any
 import gradio as gr
 
 from device_worker import controls
+from studio.page_files import signed
 
 SEED_INFO = ("random each time is on: this shows the seed the last Generate drew; untick it to choose "
              "one (the same seed and settings remake the same song)")
@@ -74,7 +75,7 @@ def build() -> GenerateUI:
     # While a take renders, the page's live player (assets/ui/live.js) plays its decoded windows as they
     # arrive; the finished take plays in the Take player. A second player of the same file here read as two
     # takes (the walk), so this one stays hidden and empty (kept: the follow events still name it).
-    preview = gr.Audio(label="Latest finished take", type="filepath", interactive=False, elem_id="preview",
-                       buttons=[], visible=False)
+    preview = signed(gr.Audio(label="Latest finished take", type="filepath", interactive=False, elem_id="preview",
+                              buttons=[], visible=False))
     return GenerateUI(duration, steps, cfg, seed, random_seed, variations, formats, edit_mode,
                       edit_take, edit_ranges, continue_from, generate, cancel, message, progress, preview)

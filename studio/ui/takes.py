@@ -6,7 +6,10 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-SORTS = ["newest first", "best style match first"]  # handlers_takes._listing knows both
+from studio.page_files import signed
+from studio.ui import resing as resing_ui
+
+SORTS = ["newest first", "best style match first", "most words sung first"]  # handlers_takes._listing knows each
 
 
 @dataclass
@@ -38,6 +41,7 @@ class TakesUI:
     ab_b: gr.Dropdown
     ab_players: gr.HTML
     delete_cancelled: gr.Button
+    resing: resing_ui.ResingUI  # what the lyrics check heard, and re-singing lines (studio.handlers_resing)
 
 
 def build() -> TakesUI:
@@ -53,13 +57,15 @@ def build() -> TakesUI:
                                      elem_id="delete-cancelled")
     # The plain player keeps its <audio> in the page, so the lyric lines can follow and seek it (the
     # waveform picture below shows the shape).
-    audio = gr.Audio(label="Take", type="filepath", interactive=False, elem_id="take-audio",
-                     waveform_options=gr.WaveformOptions(show_recording_waveform=False))
+    # `signed`: it plays signed file URLs (studio/page_files.py), never a server path.
+    audio = signed(gr.Audio(label="Take", type="filepath", interactive=False, elem_id="take-audio",
+                            waveform_options=gr.WaveformOptions(show_recording_waveform=False)))
     lyric_lines = gr.HTML(elem_id="lyric-lines")
+    resing = resing_ui.build()
     # Drag regions on it to repaint or extend them (studio/waveform.py sends the peaks).
     waveform = gr.HTML(elem_id="take-regions")
     lyrics_view = gr.Textbox(label="Lyrics (as timed)", lines=6, interactive=False, elem_id="take-lyrics")
-    files = gr.File(label="Downloads", file_count="multiple", interactive=False, elem_id="take-files")
+    files = signed(gr.File(label="Downloads", file_count="multiple", interactive=False, elem_id="take-files"))
     with gr.Row() as actions:
         name = gr.Textbox(label="Name", max_lines=1, scale=3, elem_id="take-name")
         rename = gr.Button("Rename", scale=1, elem_id="take-rename")
@@ -83,4 +89,4 @@ def build() -> TakesUI:
         ab_players = gr.HTML(elem_id="ab-players")
     return TakesUI(listing, sort, refresh, audio, lyric_lines, waveform, lyrics_view, files, record, name, rename, star,
                    delete, undo, retry, use_settings, use_reference, use_edit, cancel_take, note, undo_id, actions,
-                   ab, ab_a, ab_b, ab_players, delete_cancelled)
+                   ab, ab_a, ab_b, ab_players, delete_cancelled, resing)
