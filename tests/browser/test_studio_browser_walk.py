@@ -96,7 +96,7 @@ def test_takes_without_audio_clear_the_pane_and_cancelled_ones_can_go(studio) ->
     page.wait_for_selector("#take-cancel", state="visible", timeout=30_000)
     page.wait_for_function("document.querySelector('#take-audio').innerText.includes('no audio yet')",
                            timeout=30_000)
-    page.wait_for_function(f"!document.querySelector('{PLAYER}')", timeout=10_000)
+    page.wait_for_function(f"!document.querySelector('{PLAYER}')", timeout=30_000)
     assert page.locator("#take-regions .wr-canvas").count() == 0
     page.click("#cancel")
     page.wait_for_function(f"{ROWS}.length === 5 && {ROWS}.every(l => /(done|cancelled)$/.test(l))",
@@ -110,7 +110,7 @@ def test_takes_without_audio_clear_the_pane_and_cancelled_ones_can_go(studio) ->
     page.wait_for_selector("#take-retry", state="visible", timeout=30_000)
     page.wait_for_function("document.querySelector('#take-audio').innerText.includes('cancelled, no audio')",
                            timeout=30_000)
-    page.wait_for_function(f"!document.querySelector('{PLAYER}')", timeout=10_000)
+    page.wait_for_function(f"!document.querySelector('{PLAYER}')", timeout=30_000)
 
     # The shared view lists what a guest can open (finished takes), and no editing hint.
     page.get_by_text("Share this session").click()
@@ -134,9 +134,9 @@ def test_takes_without_audio_clear_the_pane_and_cancelled_ones_can_go(studio) ->
                            ".every(l => !/cancelled$/.test(l.innerText.trim()))")
     page.reload()
     page.wait_for_function("document.querySelectorAll('#takes label').length === 5", timeout=60_000)
-    page.wait_for_function("document.querySelector('#hide-cancelled-box')?.checked === true", timeout=10_000)
+    page.wait_for_function("document.querySelector('#hide-cancelled-box')?.checked === true", timeout=30_000)
     page.wait_for_function("[...document.querySelectorAll('#takes label')].filter(l => l.offsetParent).length"
-                           f" === {5 - n_cancelled}", timeout=10_000)
+                           f" === {5 - n_cancelled}", timeout=30_000)
     # Delete them all at once.
     page.click("#delete-cancelled")
     page.wait_for_function("document.querySelector('#take-note').innerText.includes("
@@ -181,7 +181,7 @@ def test_the_live_bar_leaves_once_heard_and_can_be_closed(studio) -> None:
     assert page.locator("#preview audio[src]").count() == 0  # no second player of the same take
     # While it is up it has a named close button, and the page keeps room below for it.
     page.evaluate("window.studioLive.closed = false; window.studioLive.state = 'streaming'")
-    page.wait_for_selector("#live-player", timeout=10_000)
+    page.wait_for_selector("#live-player", timeout=30_000)
     assert page.evaluate("document.body.classList.contains('live-on')")
     page.get_by_role("button", name="Close the live player").click()
     page.wait_for_function("!document.querySelector('#live-player')")
@@ -197,7 +197,7 @@ def test_the_waveform_has_a_name_and_a_keyboard_path(studio) -> None:
     # A download's "×" says what it does: it hides the row, the file stays.
     page.wait_for_selector("#take-files .label-clear-button", state="attached", timeout=30_000)
     page.wait_for_function("[...document.querySelectorAll('#take-files .label-clear-button')]"
-                           ".every(b => b.title.includes('the file is kept'))", timeout=10_000)
+                           ".every(b => b.title.includes('the file is kept'))", timeout=30_000)
     canvas = page.locator("#take-regions .wr-canvas")
     canvas.wait_for(state="attached", timeout=30_000)
     assert canvas.get_attribute("role") == "slider"
@@ -215,7 +215,7 @@ def test_the_waveform_has_a_name_and_a_keyboard_path(studio) -> None:
     # Space outside any field plays and pauses the take.
     page.locator("#brand").click()
     page.keyboard.press("Space")
-    page.wait_for_function("!document.querySelector('#take-audio audio').paused", timeout=10_000)
+    page.wait_for_function("!document.querySelector('#take-audio audio').paused", timeout=30_000)
     page.keyboard.press("Space")
-    page.wait_for_function("document.querySelector('#take-audio audio').paused", timeout=10_000)
+    page.wait_for_function("document.querySelector('#take-audio audio').paused", timeout=30_000)
     page.context.close()
