@@ -199,6 +199,8 @@ class TakeEta:
     windows_done: int = 0
     window_ratio: float = 1.0
     _last: float | None = None
+    shown_s: float | None = None  # the steadied figure last published (steady)
+    _shown_at: float | None = None
 
     def on_step(self, k: int, measured_s: float | None, now: float | None = None) -> float:
         interval = self._interval(now, measured_s)
@@ -220,12 +222,30 @@ class TakeEta:
         self._last = now
         return interval
 
+    def steady(self, raw: float | None, now: float | None = None) -> float | None:
+        """What the musician is shown: the last shown figure, run down by the time since, moved a third of
+        the way to the new estimate. When siblings start sharing the card (or stop), the estimate changes
+        at once; shown raw it jumped (28 s -> 63 s, 1.9 min -> 19 s in the walk); steadied it glides."""
+        now = time.monotonic() if now is None else now
+        if raw is None:
+            return self.shown_s
+        if self.shown_s is None or self._shown_at is None:
+            self.shown_s = raw
+        else:
+            ran_down = max(self.shown_s - (now - self._shown_at), 0.0)
+            self.shown_s = ran_down + STEADY * (raw - ran_down)
+        self._shown_at = now
+        return self.shown_s
+
     def eta(self, window_s_hint: float | None = None) -> float | None:
         if self.step_s is None:
             return None
         window_s = next(w for w in (self.window_s, window_s_hint, self.step_s * self.window_ratio) if w is not None)
         left = (self.steps - self.steps_done) * self.step_s + (self.windows - self.windows_done) * window_s
         return max(left, 0.0)
+
+
+STEADY = 1 / 3  # how far a shown ETA moves toward a new estimate per event
 
 
 def _ema(old: float | None, new: float, alpha: float = 0.3) -> float:

@@ -307,7 +307,7 @@ class Pipeline:
         self._ready_q.put(unit)
 
     def _eta(self, unit: Unit, eta: TakeEta) -> float | None:
-        return eta.eta(self.window_s_hint)
+        return eta.steady(eta.eta(self.window_s_hint))
 
     def _new_eta(self, unit: Unit) -> TakeEta:
         """A take's ETA model before its first event: its updates and its decode windows (as the worker

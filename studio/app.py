@@ -12,7 +12,7 @@ from typing import Any
 
 import gradio as gr
 
-from studio import api, events, files, gradio_state, keylink, live, mcp_tools
+from studio import api, events, files, gradio_state, idle, keylink, live, mcp_tools
 from studio.config import UI_ASSETS
 from studio.handlers import Handlers
 from studio.page import Page
@@ -133,6 +133,7 @@ def launch(demo: gr.Blocks, svc: Services, *, host: str = "127.0.0.1", port: int
     live.mount(launched[0], svc)
     files.mount(launched[0], svc)
     gradio_state.start_pruning(demo)
+    idle.calm_queue(demo)
     svc.state_holder = demo.state_holder
     if block:
         demo.block_thread()

@@ -40,7 +40,7 @@ class ComposeForm:
     duration: int = 95  # 95 = base model (95.1 s); 96-285 = full model
     steps: int = int(controls.STEPS.default)  # ranges: device_worker.controls
     cfg: float = controls.CFG.default
-    seed: int = int(controls.SEED.default)
+    seed: int | str = int(controls.SEED.default)  # the page sends text ("" while random)
     random_seed: bool = True  # draw a fresh seed per Generate (the drawn seed is recorded)
     variations: int = int(controls.VARIATIONS.default)
     formats: list[str] = field(default_factory=lambda: ["wav", "flac", "mp3"])

@@ -196,7 +196,7 @@ class TakeHandlers:
         t = self.page.takes
         take = self.svc.store.get_take(take_id) if take_id else None
         if take is None:
-            return {t.audio: None, t.lyric_lines: "", t.waveform: "", t.lyrics_view: "", t.files: None, t.record: "",
+            return {t.audio: gr.Audio(value=None, label="Take"), t.lyric_lines: "", t.waveform: "", t.lyrics_view: "", t.files: None, t.record: "",
                     t.name: "", t.star: "☆ Star", t.undo: gr.Button(visible=False),
                     t.retry: gr.Button(visible=False), t.note: "", t.actions: gr.Row(visible=bool(session_id)),
                     t.undo_id: "", t.delete: gr.Button(visible=bool(session_id)),
@@ -208,7 +208,10 @@ class TakeHandlers:
         files = [f for kind, f in signed.items() if kind != "json"] + ([signed["json"]] if "json" in signed else [])
         peaks_cache = self.svc.config.cache_dir / "waveforms" / f"{take.id}.json"
         return {
-            t.audio: audio_update(wav, present.subtitles(take), take.label) if wav else None,
+            # A take without audio names itself too: the previous take's name over an empty player read as
+            # that take still being shown (the walk's "stale pane").
+            t.audio: audio_update(wav, present.subtitles(take), take.label) if wav
+            else gr.update(value=None, label=present.no_audio_label(take)),
             t.lyric_lines: present.lyric_lines_html(take) if wav else "",
             t.waveform: regions_html(take.id, take.files["wav"], peaks_cache, present.style_match_caption(take),
                                      editable=owned) if wav else "",

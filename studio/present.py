@@ -98,6 +98,15 @@ def take_label(t: TakeInfo) -> str:
     return f"{star}{STATUS_ICON.get(t.status, '')} {t.label}{seed}{dur_s}{edit}{match} · {t.status}"
 
 
+NO_AUDIO = {"queued": "waiting, no audio yet", "running": "being made, no audio yet (the live bar plays it)",
+            "cancelled": "cancelled, no audio", "failed": "failed, no audio", "interrupted": "interrupted, no audio"}
+
+
+def no_audio_label(t: TakeInfo) -> str:
+    """The take player's title for a take that has no file to play."""
+    return f"{t.label}: {NO_AUDIO.get(t.status, 'no audio')}"
+
+
 def record_markdown(t: TakeInfo) -> str:
     """The take's full record: every parameter, the actual seed, model versions, per-stage times."""
     lines = [f"**{html.escape(t.label)}** · `{t.id}` · {t.status}" + (f" · parent `{t.parent_id}`" if t.parent_id else "")]

@@ -15,13 +15,13 @@ import gradio as gr
 def shown(random_seed: bool, seed: Any, *, editable: bool = True) -> Any:
     """The box for a form: greyed out and empty while random is on; the fixed seed otherwise."""
     if random_seed:
-        return gr.update(value=None, interactive=False)
+        return gr.update(value="", interactive=False)
     return gr.update(value=_whole(seed), interactive=editable)
 
 
 def drawn(seed: int | None) -> Any:
     """After Generate with random on: the seed it drew, still greyed out."""
-    return gr.update(value=seed, interactive=False)
+    return gr.update(value="" if seed is None else str(seed), interactive=False)
 
 
 def toggled(random_seed: bool, seed: Any) -> Any:
@@ -31,8 +31,9 @@ def toggled(random_seed: bool, seed: Any) -> Any:
     return gr.update(value=_whole(seed), interactive=True)
 
 
-def _whole(seed: Any) -> int:
+def _whole(seed: Any) -> str:
+    """The box's text for a seed: a whole number (0 when there is none to keep)."""
     try:
-        return int(seed)
+        return str(int(str(seed).strip()))
     except (TypeError, ValueError):
-        return 0
+        return "0"

@@ -167,7 +167,8 @@ def set_advanced(page: Any, **values: int) -> None:
     """Open Advanced and type each slider's number. The accordion mounts its sliders as it opens; a
     value typed in that instant is overwritten by the initial one, so type until the box holds it (a
     person is never that quick)."""
-    page.get_by_text("Advanced").click()
+    if not page.locator("#steps input[type='number']").is_visible():  # open it (a second call must not close it)
+        page.get_by_text("Advanced").click()
     for name, value in values.items():
         box = page.locator(f"#{name} input[type='number']")
         for _ in range(20):

@@ -63,6 +63,7 @@
     document.head.appendChild(style);
     document.body.appendChild(el);
     document.body.classList.add("live-on");
+    live.shown = (live.shown || 0) + 1; // for tests: the bar was put up this many times
     return el;
   }
   function hide() {

@@ -21,7 +21,7 @@ class GenerateUI:
     duration: gr.Slider
     steps: gr.Slider
     cfg: gr.Slider
-    seed: gr.Number
+    seed: gr.Textbox
     random_seed: gr.Checkbox
     variations: gr.Slider
     formats: gr.CheckboxGroup
@@ -50,9 +50,10 @@ def build() -> GenerateUI:
             cfg = _slider(controls.CFG, 0.1)
         with gr.Row():
             # Off while "Random seed each time" is on (a 0 there read as "seed 0"); it then shows the seed
-            # the last Generate drew, so unticking keeps that take's seed (studio/seedbox.py).
-            seed = gr.Number(label=controls.SEED.label, value=None, precision=0, interactive=False,
-                             minimum=controls.SEED.lo, maximum=controls.SEED.hi, info=SEED_INFO, elem_id="seed")
+            # the last Generate drew, so unticking keeps that take's seed (studio/seedbox.py). A text box:
+            # Gradio's number box cannot be empty (it shows 0 for none); the form reads it as a whole number.
+            seed = gr.Textbox(label=controls.SEED.label, value="", interactive=False, max_lines=1,
+                              placeholder="drawn at each Generate", info=SEED_INFO, elem_id="seed")
             random_seed = gr.Checkbox(label="Random seed each time (recorded per take)", value=True,
                                       elem_id="random-seed")
             variations = _slider(controls.VARIATIONS, 1, elem_id="variations")

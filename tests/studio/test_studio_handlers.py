@@ -125,8 +125,8 @@ def test_use_these_settings_loads_the_takes_request_and_actual_seed(h: Handlers)
     assert "Pick a take" in h.use_settings(t.id, s.id, h.svc.identity.new_token())[h.page.takes.note]
     out = h.use_settings(t.id, s.id, token)
     g, st = h.page.gen, h.page.style
-    seed = out[g.seed]  # an update: the seed, typeable (random is off)
-    assert seed["value"] == 4242 and seed["interactive"] is True, seed
+    # The seed box (a text box, editable now that the seed is fixed) holds the take's actual seed.
+    assert out[g.seed]["value"] == "4242" and out[g.seed]["interactive"] is True
     assert out[g.random_seed] is False and out[g.duration] == 150
     assert out[g.steps] == 40 and out[g.cfg] == 3.5 and out[st.text] == "bossa nova"
     assert out[h.page.compose.lyrics] == "[00:01.00]la\n" and out[g.formats] == ["wav", "ogg"]

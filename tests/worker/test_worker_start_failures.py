@@ -87,3 +87,42 @@ def test_a_failed_compile_leaves_a_working_eager_worker(models, tmp_path: Path) 
         line = status.banner_markdown()
         assert re.search(r"Running on cpu, (float32|bfloat16), step runs uncompiled \(compiling failed: ", line), line
         assert str(tmp_path) not in line
+
+
+def test_takes_waiting_for_a_worker_that_fails_to_start_fail_with_its_reason(models, tmp_path: Path) -> None:
+    """Issue 26: Generate while the model loads queues the take; if loading fails, the waiting take ends
+    Failed with the worker's own reason (not a timeout, not a generic error)."""
+    import threading
+
+    import numpy as np
+
+    from engine.events import Failed
+    from engine.request import SongRequest, Style
+
+    v = np.random.default_rng(0).standard_normal(512).astype(np.float32)
+    np.save(tmp_path / "style.npy", v / np.linalg.norm(v))
+    from dataclasses import replace
+
+    gone = replace(models, base=str(tmp_path / "nowhere" / "dit-base"))
+    cfg = EngineConfig(tmp_path / "data", gone, workers=[WorkerSpec(threads=1)], restart_backoff_s=(0.1,),
+                       lock_dir=str(tmp_path / "locks"))
+    engine = Engine(cfg, start=False)
+    try:
+        job = engine.submit(SongRequest(lyrics="", style=Style(embedding=str(tmp_path / "style.npy")), steps=4))
+        errors: list[BaseException] = []
+
+        def start() -> None:
+            try:
+                engine.pool.start()
+            except NoWorkerError as exc:
+                errors.append(exc)
+
+        threading.Thread(target=start, daemon=True).start()
+        events = list(job)
+        failed = [e for e in events if isinstance(e, Failed)]
+        assert failed, [type(e).__name__ for e in events]
+        reason = str(errors[0]).splitlines()[0] if errors else ""
+        assert "nowhere" in failed[-1].error or "not found" in failed[-1].error, failed[-1].error
+        assert not reason or reason.split(":")[0] in failed[-1].error
+    finally:
+        engine.close()
