@@ -32,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+import msgspec
 import torch
 import torch.nn.functional as F
 
@@ -43,6 +44,7 @@ from device_worker.model import sampling  # noqa: E402
 from device_worker.model.compiled import CompiledDiT  # noqa: E402
 from device_worker.model.load import load_dit  # noqa: E402
 from device_worker.model.vae import load_vae  # noqa: E402
+from device_worker.protocol import SongParams  # noqa: E402
 from device_worker.shapes import BASE_FRAMES, FULL_FRAMES, HOP, SAMPLE_RATE  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -93,8 +95,9 @@ def zero_float_mask():
 
 def upstream_sample(dit, song: dict) -> torch.Tensor:
     """Upstream's CFM.sample loop: the same noise and time grid, two full forwards per step."""
-    state = sampling.start_song(dit, **{**song, "cfg_strength": 0.0})  # noise and the t grid only
-    x, ts, cfg = state.x, state.t, song["cfg_strength"]
+    unguided = msgspec.structs.replace(song["params"], cfg=0.0)
+    state = sampling.start_song(dit, **{**song, "params": unguided})  # noise and the t grid only
+    x, ts, cfg = state.x, state.t, song["params"].cfg
     dev = x.device
     text, style, neg = song["text"].to(dev), song["style"].to(dev), song["negative_style"].to(dev)
     cond = torch.zeros_like(x)
@@ -121,8 +124,8 @@ def run_row(name: str, dit_path: Path, vae_path: Path, song: dict, args: argpars
     def dit_song(steps: int) -> torch.Tensor:
         if upstream:
             with zero_float_mask():
-                return upstream_sample(dit, {**song, "steps": steps})
-        return sampling.sample(backbone, **{**song, "steps": steps})
+                return upstream_sample(dit, {**song, "params": msgspec.structs.replace(song["params"], steps=steps)})
+        return sampling.sample(backbone, **{**song, "params": msgspec.structs.replace(song["params"], steps=steps)})
 
     def decode(latent: torch.Tensor) -> torch.Tensor:
         return torch.cat(list(vae.decode_windows(latent.transpose(1, 2).float(), window, 32)), dim=2)
@@ -133,7 +136,7 @@ def run_row(name: str, dit_path: Path, vae_path: Path, song: dict, args: argpars
         decode(dit_song(2)[:, :window])
         sync(dev)
         t0 = time.perf_counter()
-        latent = dit_song(song["steps"])
+        latent = dit_song(song["params"].steps)
         sync(dev)
         t1 = time.perf_counter()
         audio = decode(latent)
@@ -168,7 +171,7 @@ def worker_row(dit_path: Path, vae_path: Path, song: dict, args: argparse.Namesp
         load_s = time.perf_counter() - t0
         text = song["text"][0].numpy().astype(np.int64)
         style, neg = song["style"][0].numpy(), song["negative_style"][0].numpy()
-        opts = dict(steps=song["steps"], cfg_strength=song["cfg_strength"], seed=song["seed"], decode_window=window)
+        opts = dict(song=song["params"], decode_window=window)
         collect(w.submit(text, style, neg, **opts), 900)  # warm: the first song's allocations and caches
         t0 = time.perf_counter()
         res = collect(w.submit(text, style, neg, **opts), 900)
@@ -273,8 +276,8 @@ def main() -> None:
         frames, dit_path = (BASE_FRAMES, base) if seconds <= 95 else (FULL_FRAMES, full)
         g = torch.Generator().manual_seed(seconds)
         song = dict(text=torch.randint(1, 300, (1, frames), generator=g), style=torch.randn(1, 512, generator=g),
-                    negative_style=torch.randn(1, 512, generator=g), duration=frames, steps=args.steps,
-                    cfg_strength=4.0, seed=7)
+                    negative_style=torch.randn(1, 512, generator=g), duration=frames,
+                    params=SongParams(steps=args.steps, cfg=4.0, seed=7))
         audio_s = frames * HOP / SAMPLE_RATE
         done: list[dict] = []
         ref = None

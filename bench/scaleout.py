@@ -1,6 +1,6 @@
 """Songs per hour on 1, 2 and 3 Ray nodes, and Ray placement against the local pool on one node, in one run.
 
-A throwaway `ray.cluster_utils.Cluster` on loopback (as tests/test_ray_workers.py), one `benchcard`
+A throwaway `ray.cluster_utils.Cluster` on loopback (as tests/scale/test_ray_workers.py), one `benchcard`
 resource per node, one CPU worker per node on the tiny reference test model (crop 96 frames). One engine
 sees the cluster grow from 1 to 3 nodes; a second engine with one local subprocess worker is the
 baseline. The one-node comparison alternates local and Ray batches (`--rounds`) so a machine shared

@@ -27,6 +27,7 @@ import numpy as np  # noqa: E402
 
 from device_worker.backends.base import JobSpec  # noqa: E402
 from device_worker.backends.ttnn.runtime import TtnnUnavailable  # noqa: E402
+from device_worker.protocol import SongParams  # noqa: E402
 from device_worker.shapes import end_frame_for  # noqa: E402
 
 
@@ -85,7 +86,7 @@ def main() -> int:
         for seconds in args.seconds:
             n = end_frame_for(seconds)
             spec = JobSpec(text=rng.integers(1, 364, n).astype(np.int64), style=rng.standard_normal(512).astype(np.float32) * 0.05,
-                           negative_style=np.zeros(512, np.float32), steps=args.steps, seed=1,
+                           negative_style=np.zeros(512, np.float32), song=SongParams(steps=args.steps, seed=1),
                            decode_window=args.window, decode_overlap=args.overlap)
             w0 = time.perf_counter()
             one_song(be, spec)  # compile / kernel-cache load of this bucket; not counted

@@ -12,11 +12,14 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import msgspec
+import numpy as np
 
 from device_worker import controls
 from device_worker import protocol as P
+from device_worker.audio import StyleWindowTap
 from device_worker.backends.base import Backend, JobSpec
 from device_worker.scheduler import Call, Scheduler, WorkerJob
 from device_worker.shapes import DECODE_WINDOW, HOP, plan_windows
@@ -55,14 +58,15 @@ def job_spec(msg: Message, limits: P.Limits, precision: str, window: int = DECOD
         raise ProtocolError(f"cond must be [frames, 64] with frames <= {limits.max_frames}, got {list(_shape(t['cond']))}")
     # The musician's ranges (device_worker.controls), checked again here: a client other than the engine
     # may send anything. Limits may lower the step bound, never raise it past the table's.
-    if not controls.STEPS.lo <= body.steps <= min(limits.max_steps, controls.STEPS.hi):
+    song = body.song
+    if not controls.STEPS.lo <= song.steps <= min(limits.max_steps, controls.STEPS.hi):
         raise ProtocolError(f"steps must be {int(controls.STEPS.lo)}..{min(limits.max_steps, int(controls.STEPS.hi))}, "
-                            f"got {body.steps}")
-    for control, value in ((controls.CFG, body.cfg_strength), (controls.SEED, body.seed)):
+                            f"got {song.steps}")
+    for control, value in ((controls.CFG, song.cfg), (controls.SEED, song.seed)):
         problem = control.problem(value)
         if problem:
             raise ProtocolError(f"{control.name} {problem}")
-    for seg in body.edit_segments or []:
+    for seg in song.edit_segments or []:
         if len(seg) != 2 or not 0 <= seg[0] < seg[1]:
             raise ProtocolError(f"edit segment {seg!r} is not [start, end) in frames with start < end")
     if body.precision and body.precision != precision:
@@ -72,9 +76,7 @@ def job_spec(msg: Message, limits: P.Limits, precision: str, window: int = DECOD
     plan_windows(n, decode_window, body.decode_overlap)
     return JobSpec(
         text=t["text"], style=t["style"], negative_style=t["negative_style"], cond=t.get("cond"),  # type: ignore[arg-type]
-        edit_segments=body.edit_segments, steps=body.steps, cfg_strength=body.cfg_strength, seed=body.seed,
-        start_time=body.start_time, song_duration=body.song_duration, sway=body.sway,
-        decode_window=decode_window, decode_overlap=body.decode_overlap,
+        song=song, style_match=body.style_match, decode_window=decode_window, decode_overlap=body.decode_overlap,
     )
 
 
@@ -123,9 +125,11 @@ class WorkerCore:
         spec = job_spec(msg, self.limits, self.backend.precision, self.backend.decode_window_frames)
         label = getattr(msg.body, "label", "") or msg.op.name.lower()
         job = WorkerJob(peer, msg.rid, spec, label=label)
+        if spec.style_match:
+            job.heard = StyleWindowTap(spec.frames * HOP)
         queued = self.scheduler.add_job(job)
         windows = len(plan_windows(spec.frames, spec.decode_window, spec.decode_overlap))
-        steps = 0 if spec.latent is not None else spec.steps
+        steps = 0 if spec.latent is not None else spec.song.steps
         logger.info("[job] admit rid=%d label=%s frames=%d steps=%d windows=%d queued=%d",
                     msg.rid, label, spec.frames, steps, windows, queued)
         return P.Accepted(frames=spec.frames, steps=steps, windows=windows, queued=queued)
@@ -243,11 +247,32 @@ class WorkerCore:
         tm["decode"] = tm.get("decode", 0.0) + dt
         start = plan_windows(job.spec.frames, job.spec.decode_window, job.spec.decode_overlap)[j].keep_start * HOP
         self.emit(job.peer, job.rid, P.WindowDone(j + 1, h.windows_total, dt, start), {"audio": audio})
+        if job.heard is not None:
+            job.heard.add(start, audio)
         if h.windows_done >= h.windows_total:
+            done = P.Done({}, {})
+            tensors = self._style_of(job, done) if job.heard is not None else None
             tm["total"] = time.monotonic() - job.arrived
             self._free(job)
             self.scheduler.remove(job, finished=True)
             logger.info("[job] done rid=%d label=%s total_s=%.3f steps_s=%.3f decode_s=%.3f", job.rid,
                         job.label, tm["total"], tm.get("steps", 0.0), tm.get("decode", 0.0))
-            memory = {"device_peak_mb": round(job.peak_bytes / 2**20, 1)} if job.peak_bytes else {}
-            self.emit(job.peer, job.rid, P.Done(dict(tm), memory), None)
+            done.timings = dict(tm)
+            done.memory = {"device_peak_mb": round(job.peak_bytes / 2**20, 1)} if job.peak_bytes else {}
+            self.emit(job.peer, job.rid, done, tensors)
+
+    def _style_of(self, job: WorkerJob, done: P.Done) -> dict[str, Any] | None:
+        """The style model's embedding of the take's style window (`audio.style_window`); a failure costs
+        the figure, never the take (`done.style_error` says why)."""
+        t0 = time.perf_counter()
+        try:
+            clip, start_s, length_s = job.heard.clip()
+            emb = self.backend.style(None, clip[None])
+        except Exception as exc:  # noqa: BLE001 - a figure, not the song
+            done.style_error = P.exc_text(exc)
+            return None
+        finally:
+            job.heard.release()
+            job.timings["style_match"] = time.perf_counter() - t0
+        done.style_window = [start_s, length_s]
+        return {"style_embedding": np.asarray(emb, np.float32).reshape(-1)}

@@ -41,7 +41,9 @@ from device_worker import controls
 # Bumped on any change to a message's fields or meaning; peers of another version are refused at HELLO.
 # 1: first release. 2: Limits gained max_forward_batch / max_forward_work (the bounds of one FORWARD);
 # Done gained `memory` (the song's peak device memory). 3: TRANSCRIBE / TRANSCRIPT (the lyrics check).
-PROTOCOL_VERSION = 3
+# 4: Submit's song settings moved into one `SongParams` (`song`), `cfg_strength` renamed `cfg`;
+# Submit.style_match and Done's style embedding (the style-match figure rides on the job).
+PROTOCOL_VERSION = 4
 
 # Struct options as vLLM's EngineCoreOutputs: positional arrays (small headers), defaults left out,
 # no GC tracking (messages hold no cycles).
@@ -122,16 +124,30 @@ class Ping(msgspec.Struct, **_OPTS):
     pass
 
 
+class SongParams(msgspec.Struct, **_OPTS):
+    """How one song is sampled, under one set of names from the compose form to the sampler: the engine
+    builds it, `Submit.song` carries it, the worker's `JobSpec.song` holds it and
+    `sampling.start_song(params=...)` reads it. `cfg` is the guidance strength,
+    `v = v_c + (v_c - v_u) * cfg` (upstream's `cfg_strength`)."""
+
+    steps: int = int(controls.STEPS.default)
+    cfg: float = controls.CFG.default
+    # The wire takes one whole number (checked against controls.SEED); in process the sampler also takes
+    # None (draw one) or one seed per batch item.
+    seed: int | list[int] | None = 0
+    sway: float | None = None  # sway sampling coefficient of the time grid; None = a uniform grid
+    start_time: float = 0.0
+    song_duration: float | None = None  # fp16-rounded end_frame / max_frames; None = the sampler's default
+    edit_segments: list[list[int]] | None = None  # [[start, end), ...] in frames to regenerate, with `cond`
+
+
 class Submit(msgspec.Struct, **_OPTS):
     """A song job. `text` (tensor) holds one lyric token per latent frame; its length is the frame count."""
 
-    steps: int = int(controls.STEPS.default)
-    cfg_strength: float = controls.CFG.default
-    seed: int = 0
-    start_time: float = 0.0
-    song_duration: float | None = None  # fp16-rounded end_frame / max_frames; None = the sampler's default
-    edit_segments: list[list[int]] | None = None  # [[start, end), ...] in frames, with tensor `cond`
-    sway: float | None = None
+    song: SongParams = msgspec.field(default_factory=SongParams)
+    # Hear the finished take's central 10 s with the style model and send that embedding with DONE
+    # (`style_embedding`), so the style-match figure needs no call of its own.
+    style_match: bool = False
     precision: str = ""  # "" = whatever the worker loaded; otherwise must match it
     decode_window: int = 0  # latent frames per VAE window; 0: the worker's choice (larger on a GPU)
     decode_overlap: int = 32
@@ -236,6 +252,10 @@ class Done(msgspec.Struct, **_OPTS):
     timings: dict[str, float]  # seconds per stage, each unit timed after the device finished it
     # "device_peak_mb": the device's peak memory while this song's units ran (absent on the CPU)
     memory: dict[str, float] = {}
+    # With Submit.style_match: [start s, length s] of what was heard (tensor `style_embedding` [512]), or
+    # why there is no embedding.
+    style_window: list[float] = []
+    style_error: str = ""
 
 
 class Error(msgspec.Struct, **_OPTS):
@@ -278,6 +298,7 @@ class StatsReply(msgspec.Struct, **_OPTS):
     backend_jobs: int  # prepared states the backend still holds (0 when idle: nothing leaked)
     jobs_done: int
     policy: str
+    device_calls: dict[str, int] = {}  # requests that use the device, by op ("SUBMIT", "STYLE", ...), since start
 
 
 class Bye(msgspec.Struct, **_OPTS):

@@ -45,6 +45,7 @@ class WorkerJob:
     timings: dict[str, float] = field(default_factory=dict)
     label: str = ""
     peak_bytes: int = 0  # the device's peak memory during this job's units (0: the backend cannot tell)
+    heard: Any = None  # audio.StyleWindowTap while a take's style window is collected (Submit.style_match)
 
     @property
     def key(self) -> tuple[bytes, int]:

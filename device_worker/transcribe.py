@@ -175,3 +175,29 @@ def load_transcriber(path: str | Path, *, device: str = "cpu", dtype: Any = None
         raise ValueError(f"{folder.name}: generation_config.json has no alignment_heads; word times need them")
     model.to(device).eval()
     return Transcriber(model, processor, folder.name, device)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m device_worker.transcribe FOLDER AUDIO.npy WINDOWS.json [LANGUAGE] [DEVICE]`: the words
+    heard, as JSON on stdout. `studio lyrics heard` runs it in a child process, so the command never loads
+    the DiT and the studio process never imports torch."""
+    import json
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) < 3:
+        print(main.__doc__, file=sys.stderr)
+        return 2
+    folder, audio_path, windows_path = args[:3]
+    language = args[3] if len(args) > 3 else ""
+    device = args[4] if len(args) > 4 else "cpu"
+    t = load_transcriber(folder, device=device)
+    audio = np.load(audio_path).astype(np.float32)
+    windows = json.loads(Path(windows_path).read_text()) or None
+    words = t.transcribe(audio, windows, language or None)
+    print(json.dumps({"model": t.model_id, "words": [[w.text, w.start, w.end] for w in words]}, ensure_ascii=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

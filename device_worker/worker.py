@@ -61,6 +61,7 @@ class WorkerServer:
         self._bound = threading.Event()
         self._bind_error: BaseException | None = None
         self._hello: set[bytes] = set()
+        self._device_calls: dict[str, int] = {}  # by op, for STATS (how many round trips a take costs)
         self._ready: P.Ready | None = None
         self._models: dict[str, str] = {}
         self._lock = DeviceLock(cfg.backend, cfg.device, cfg.lock_dir)
@@ -235,6 +236,8 @@ class WorkerServer:
             self._reply(router, peer, wire.peek_rid(frames), P.Error(P.exc_text(exc)))
             return
         op, rid = msg.op, msg.rid
+        if op in (P.Op.SUBMIT, P.Op.DECODE) or op in _CALLS:
+            self._device_calls[op.name] = self._device_calls.get(op.name, 0) + 1
         try:
             if op is P.Op.HELLO:
                 self._hello.add(peer)
@@ -248,7 +251,8 @@ class WorkerServer:
                 cur, peak = rss_bytes()
                 self._reply(router, peer, rid, P.StatsReply(cur, peak, self.backend.device_bytes(),
                                                             len(self.scheduler), self.backend.live_jobs(),
-                                                            self.scheduler.jobs_done, self.cfg.policy))
+                                                            self.scheduler.jobs_done, self.cfg.policy,
+                                                            dict(self._device_calls)))
             elif op is P.Op.CANCEL:
                 if not self.scheduler.cancel(peer, msg.body.job):  # type: ignore[attr-defined]
                     raise KeyError(f"no job {msg.body.job} is held for this client (finished already?)")  # type: ignore[attr-defined]

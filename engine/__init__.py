@@ -18,6 +18,7 @@ protocol. One song passes through the rows below roughly top to bottom.
 | `events` | the events a job yields, and the ETA model |
 | `outputs`, `encoder` | files: audio encoded in a child process, tags, the JSON record |
 | `style_match` | how close a take came to its style (MuQ-MuLan cosine) |
+| `hearing`, `splice` | the lyrics check after a take is written (Whisper on the worker); a re-sing keeping the source's samples |
 | `config`, `modelfiles/` | engine settings; the model files (list, locate, fetch, verify) |
 | `remote_dit` | the worker's DiT as a torch module, for upstream-style scripts |
 | `textfile` | reading a user's text file whatever its encoding |

@@ -9,7 +9,6 @@ padded or cut to librosa's length int(ceil(n * (dst / src))). No torch, no libro
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,30 +97,3 @@ def to_stereo(x: np.ndarray) -> np.ndarray:
     return x[:, :2]
 
 
-def resampled_length(n: int, src: int, dst: int) -> int:
-    """librosa's output length: int(ceil(n * (dst / src))), with the ratio taken first in floating
-    point, as librosa does (so 441000 frames at 44.1 kHz give 240001 samples at 24 kHz, not 240000)."""
-    return int(math.ceil(n * (float(dst) / src)))
-
-
-def resample(x: np.ndarray, src: int, dst: int) -> np.ndarray:
-    """Resample float32 audio along axis 0 ([n] or [n, ch]) with soxr at "soxr_hq" (librosa's default),
-    then zero-pad or cut to `resampled_length` (librosa's fix_length). Same rate: returned as is."""
-    x = np.asarray(x, dtype=np.float32)
-    if src == dst:
-        return x
-    if src <= 0 or dst <= 0:
-        raise ValueError(f"sample rates must be positive, got {src} -> {dst}")
-    import soxr  # lazy: only user audio needs it
-
-    n_out = resampled_length(x.shape[0], src, dst)
-    if x.ndim == 1:
-        y = soxr.resample(x, src, dst, quality="soxr_hq")
-    else:  # librosa resamples each channel on its own
-        y = np.stack([soxr.resample(np.ascontiguousarray(x[:, c]), src, dst, quality="soxr_hq")
-                      for c in range(x.shape[1])], axis=1)
-    if y.shape[0] >= n_out:
-        y = y[:n_out]
-    else:
-        y = np.concatenate([y, np.zeros((n_out - y.shape[0],) + y.shape[1:], dtype=y.dtype)])
-    return np.ascontiguousarray(y, dtype=np.float32)

@@ -39,6 +39,7 @@ class Models:
     style: str | None = None  # MuQ-MuLan folder for the worker's style op; None: embeddings only
     negative_style: str | None = None  # vocal.npy
     vocab: str | None = None  # g2p vocab.json (None: the lyric helper's default lookup)
+    lyrics: str | None = None  # Whisper folder (hub layout) for the lyrics check; None: no check
     test: bool = False  # tiny random weights: noise, not music (say so everywhere)
 
     def dit(self, variant: str) -> str:
@@ -67,7 +68,7 @@ class Models:
     def ids(self) -> dict[str, str]:
         """Short, stable identities for records: file name + size + a hash of the first MiB."""
         out = {"kind": "TEST MODEL (tiny random weights: noise, not music)" if self.test else "release"}
-        for role in ("base", "full", "vae", "style", "negative_style", "vocab"):
+        for role in ("base", "full", "vae", "style", "negative_style", "vocab", "lyrics"):
             path = getattr(self, role)
             if path:
                 out[role] = file_id(path)
@@ -100,6 +101,7 @@ class EngineConfig:
     worker_max_jobs: int = 8  # song jobs a worker holds at once
     start_variant: Literal["base", "full"] = "base"  # which DiT workers load first
     crop_frames: int | None = None  # TEST MODE only: songs cropped to this many frames
+    lyrics_check: bool = True  # hear each sung take with `models.lyrics` (engine.hearing); off: no check
     heartbeat_s: float = 1.0
     dead_after_s: float = 6.0  # no heartbeat answer for this long: the worker is dead or hung
     restart_backoff_s: tuple[float, ...] = (0.5, 2.0, 5.0, 15.0, 60.0)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import EngineConfig
-from engine.events import TakeResult
+from engine.events import LyricsChecked, TakeResult
 from engine.inputs import DeviceOps, HostInputs
 from engine.jobs import EngineJob
 from engine.outputs import TakeRecord, new_take_dir, write_take
@@ -55,9 +55,11 @@ class Engine:
                                  cache_dir=str(config.cache_dir / "styles"),
                                  style_model_id=self.model_ids.get("style", "no-style-model"),
                                  crop_frames=config.crop_frames)
+        self.checker = self._make_checker(ops)
         self.pipeline = Pipeline(prepare=self.inputs, device=device, write=self._write,
                                  max_ready=config.ready_limit, queue_limit=config.queue_limit,
-                                 input_threads=config.input_threads, output_threads=config.output_threads)
+                                 input_threads=config.input_threads, output_threads=config.output_threads,
+                                 after_write=self._check_lyrics if self.checker else None)
         self._closed = False
         if start and self.pool is not None:
             try:
@@ -144,27 +146,52 @@ class Engine:
                         timings=timings, lyrics_report=prepared.lyrics_report, notes=notes,
                         effective={**prepared.effective, "seeds": ctx.seeds, "steps": request.steps,
                                    "cfg": request.cfg, "policy": self.config.policy})
-        t0 = time.perf_counter()
         info.style_match = self._style_match(unit)
-        timings["style_match"] = round(time.perf_counter() - t0, 6)
+        timings["style_match"] = dev.get("style_match", 0.0)  # the worker's, inside the take's last unit
         folder = ctx.out_dir or new_take_dir(self.config.takes_dir, request.title, unit.seed, unit.take)
         folder.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        files = write_take(folder, unit.audio(), info, request.output_formats())
+        files = write_take(folder, unit.audio(), info, request.output_formats(), pcm_fix=_splice_for(request, prepared))
         timings["write"] = round(time.perf_counter() - t0, 6)
         return TakeResult(unit.take, unit.seed, files, timings, unit.worker)
 
     def _style_match(self, unit: Unit) -> dict[str, Any]:
-        """The take's MuQ-MuLan similarity to its style (engine.style_match), or why there is none."""
+        """The take's MuQ-MuLan similarity to its style (engine.style_match, from the embedding the worker
+        sent with the take), or why there is none."""
         if not self.config.models.style:
             return {"cosine": None, "why": "no style model is loaded"}
-        try:
-            from engine.style_match import style_match
+        heard = unit.style_heard
+        if heard.get("embedding") is None:
+            why = heard.get("error") or "the worker sent no style embedding with the take"
+            logger.warning("style match of %s: %s", unit.key, why)
+            return {"cosine": None, "why": why}
+        from engine.style_match import style_match
 
-            return style_match(unit.audio(), unit.ctx.prepared.style, self.inputs.ops.embed_audio)
-        except Exception as exc:  # noqa: BLE001 - a figure that fails must not cost the take
-            logger.warning("style match of %s failed: %s", unit.key, exc)
-            return {"cosine": None, "why": f"{type(exc).__name__}: {exc}"}
+        return style_match(heard["embedding"], unit.ctx.prepared.style, heard["window_s"])
+
+    # -- the lyrics check (engine.hearing) ------------------------------------------------------------
+    def _make_checker(self, ops: Any) -> Any:
+        """A LyricsChecker when the check is on and the workers have a Whisper (`Models.lyrics`)."""
+        if not self.config.lyrics_check or not self.config.models.lyrics or not hasattr(ops, "transcribe"):
+            return None
+        from engine.hearing import LyricsChecker
+
+        return LyricsChecker(ops.transcribe, self.tokenizer)  # the g2p the model's tokens came from
+
+    def _check_lyrics(self, unit: Unit, result: TakeResult, finished: Any) -> bool:
+        """After the take is written and announced: check it on the checker's thread, then tell the job."""
+        request = unit.ctx.request
+        if request.instrumental or not str(request.lyrics or "").strip() or self.tokenizer() is None:
+            return False  # instrumental takes are not checked (nor lyrics the test model could not sing)
+
+        def done(check: dict[str, Any]) -> None:
+            try:
+                unit.job.publish(LyricsChecked(unit.job.id, take=unit.take, check=check, files=dict(result.files)))
+            finally:
+                finished()
+
+        self.checker.submit(dict(result.files), done)
+        return True
 
     # -- lifecycle --------------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
@@ -179,6 +206,8 @@ class Engine:
             return
         self._closed = True
         self.pipeline.close()
+        if self.checker is not None:
+            self.checker.close()
         if self.pool is not None:
             self.pool.close()
 
@@ -187,3 +216,13 @@ class Engine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _splice_for(request: SongRequest, prepared: Any) -> Any:
+    """A re-sing edit keeps its source's own samples outside the regenerated frames (engine.splice)."""
+    if request.edit is None or not request.edit.splice or not prepared.edit_segments:
+        return None
+    from engine.splice import read_pcm, splice_pcm
+
+    source, frames = read_pcm(request.edit.song), [list(s) for s in prepared.edit_segments]
+    return lambda pcm: splice_pcm(pcm, source, frames)

@@ -2,7 +2,7 @@
 
 Order for a healthy job: Queued (one or more, as the position moves) -> Preparing (lyrics, style,
 reference) -> per take: Running -> Step 2..N -> Decoding 1..M (each with an AudioChunk) -> TakeDone
--> Done. A take cancelled on its own ends with TakeCancelled; its siblings go on. Terminal events:
+(-> LyricsChecked, when the lyrics check is on) -> Done. A take cancelled on its own ends with TakeCancelled; its siblings go on. Terminal events:
 Done, Failed, Cancelled; exactly one ends every job. FellBehind reaches only
 a subscriber that left audio unread long after the job ended (see `engine.jobs`).
 """
@@ -125,6 +125,16 @@ class TakeCancelled(Event):
 @dataclass(frozen=True)
 class TakeDone(Event):
     result: TakeResult
+
+
+@dataclass(frozen=True)
+class LyricsChecked(Event):
+    """A written take's lyrics check (engine.hearing): after its TakeDone, before the job's Done. `check`
+    is the record's `lyrics_check` (model, per, lines; or `error` / `skipped` saying why there is none)."""
+
+    take: int
+    check: dict[str, Any]
+    files: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,13 +83,17 @@ def new_take_dir(root: Path, title: str, seed: int, take: int) -> Path:
     raise RuntimeError(f"could not create a unique take folder under {day}")
 
 
-def write_take(folder: Path, audio: Any, info: TakeRecord, formats: tuple[str, ...]) -> dict[str, str]:
+def write_take(folder: Path, audio: Any, info: TakeRecord, formats: tuple[str, ...],
+               pcm_fix: Callable[[np.ndarray], np.ndarray] | None = None) -> dict[str, str]:
     """Write the take's audio in `formats` (WAV always), tag it, then its record. Returns format -> path.
 
-    `audio` is the decoded float32 [2, n] song; the int16 post-processing is upstream's.
+    `audio` is the decoded float32 [2, n] song; the int16 post-processing is upstream's. `pcm_fix`
+    changes the int16 samples before they are written (engine.splice).
     """
     t0 = time.perf_counter()
     pcm = to_int16(audio)  # [n, 2] int16, peak-normalised over both channels as upstream
+    if pcm_fix is not None:
+        pcm = pcm_fix(pcm)
     stem = file_stem(info)
     files: dict[str, str] = {}
     try:

@@ -50,10 +50,14 @@ WAIT_ETA_EVERY_S = 2.0  # how often waiting jobs hear a fresh ETA while takes st
 class Pipeline:
     def __init__(self, *, prepare: Callable[[JobContext], Prepared], device: DeviceStage,
                  write: Callable[[Unit], TakeResult], max_ready: int, queue_limit: int,
-                 input_threads: int = 1, output_threads: int = 1):
+                 input_threads: int = 1, output_threads: int = 1,
+                 after_write: Callable[[Unit, TakeResult, Callable[[], None]], bool] | None = None):
+        # after_write(unit, result, finished): once a take is written and announced (the lyrics check); True:
+        # it took the take and calls finished() later, and the job's terminal event waits for that.
         if max_ready < 1 or queue_limit < 0:
             raise ValueError("max_ready must be >= 1 and queue_limit >= 0")
         self._prepare, self._device, self._write = prepare, device, write
+        self._after_write = after_write
         self.max_ready, self.queue_limit = max_ready, queue_limit
         self._lock = threading.Lock()
         self._waiting: collections.deque[Unit] = collections.deque()
@@ -217,12 +221,31 @@ class Pipeline:
                     took = time.monotonic() - unit.admitted
                     self.take_s_hint = took if self.take_s_hint is None else 0.7 * self.take_s_hint + 0.3 * took
                 unit.job.publish(TakeDone(unit.job.id, result=result))
+                self._after(unit, result)
                 self._finish(unit)
             except Stopping:
                 self._finish(unit)
             except Exception as exc:  # noqa: BLE001
                 logger.exception("job %s: writing take %d failed", unit.job.id, unit.take)
                 self._fail(unit, error_text(exc))
+
+    def _after(self, unit: Unit, result: TakeResult) -> None:
+        """Hand the written take to `after_write`; the job stays open until it says it has finished."""
+        ctx = unit.ctx
+        with self._lock:
+            ctx.checking += 1
+        try:
+            taken = self._after_write is not None and self._after_write(unit, result, lambda: self._checked(ctx))
+        except Exception:  # noqa: BLE001 - the take is written; an after-step never fails it
+            logger.exception("job %s: after-write step of take %d failed", unit.job.id, unit.take)
+            taken = False
+        if not taken:
+            self._checked(ctx)
+
+    def _checked(self, ctx: JobContext) -> None:
+        with self._lock:
+            ctx.checking -= 1
+            self._settle_locked(ctx)
 
     # -- DeviceSink: called from the device stage's threads --------------------------------------
     def running(self, unit: Unit, worker: str) -> None:
@@ -353,7 +376,7 @@ class Pipeline:
 
     def _settle_locked(self, ctx: JobContext) -> None:
         """Publish the job's terminal event once nothing of it is waiting or in flight."""
-        if ctx.ended or ctx.live or ctx.waiting > 0:
+        if ctx.ended or ctx.live or ctx.waiting > 0 or ctx.checking > 0:
             return
         if ctx.error is None and not ctx.job.cancel_requested and len(ctx.results) + len(ctx.cancelled) < len(ctx.seeds):
             return
@@ -384,11 +407,10 @@ class Pipeline:
         with self._lock:
             for ctx in list(self._contexts):
                 ctx.live.clear()
-                ctx.waiting = 0
+                ctx.waiting = ctx.checking = 0
                 self._settle_locked(ctx)
         # The queues have a spare slot per thread, so these sentinels never block.
         for t in self._threads:
             {"input": self._input_q, "device": self._ready_q, "output": self._output_q}[t.name.split("-")[1]].put(None)
         for t in self._threads:
             t.join(timeout=5)
-

@@ -28,8 +28,8 @@ import numpy as np
 from device_worker import protocol as P
 from engine.config import EngineConfig
 from engine.remote import Worker, WorkerDeadError, WorkerError
-from engine.slots import NoWorkerError, Slot, Slots
-from engine.units import DeviceSink, JobContext, Stopping, Unit
+from engine.slots import LocalSource, NoWorkerError, Slot, Slots, SlotSource
+from engine.units import DeviceSink, JobContext, Stopping, Unit, sibling_sounds_first
 
 __all__ = ["NoWorkerError", "Pool", "Slot"]
 
@@ -38,7 +38,13 @@ logger = logging.getLogger(__name__)
 
 class Pool(Slots):
     def __init__(self, config: EngineConfig):
-        super().__init__(config)
+        if config.ray:
+            from engine.ray_slots import RaySource  # Ray only where it is asked for
+
+            source: SlotSource = RaySource(config)
+        else:
+            source = LocalSource(config)
+        super().__init__(config, source)
         self.device_seconds = 0.0  # worker-measured compute (prepare + steps + decode) of finished takes
 
     def start(self, wait: bool = True) -> Pool:
@@ -58,7 +64,7 @@ class Pool(Slots):
                 if unit.ctx.stopping:
                     raise Stopping
                 slot = self._choose(variant, unit.isolate)
-                if slot is not None:
+                if slot is not None and not sibling_sounds_first(unit, slot.units.values()):
                     break
                 self._cond.wait(0.25)
             slot.units[unit.key] = unit
@@ -126,9 +132,10 @@ class Pool(Slots):
         outcome: tuple[str, Any] = ("lost", "the worker stopped answering")
         alone = True
         try:
-            job = worker.submit(p.tokens, p.style, p.negative_style, cond=p.cond, steps=request.steps,
-                                cfg_strength=float(request.cfg), seed=unit.seed, song_duration=p.song_duration,
-                                edit_segments=p.edit_segments, label=unit.key)
+            song = P.SongParams(steps=request.steps, cfg=float(request.cfg), seed=unit.seed,
+                                song_duration=p.song_duration, edit_segments=p.edit_segments)
+            job = worker.submit(p.tokens, p.style, p.negative_style, cond=p.cond, song=song, label=unit.key,
+                                style_match=bool(self.config.models.style))
             unit.handle = job
             if unit.ctx.stopping:  # cancelled between placement and submit
                 job.cancel()
@@ -137,11 +144,17 @@ class Pool(Slots):
                 if ev.op is P.Op.STEP:
                     sink.step(unit, ev.body.k, ev.body.total, ev.body.seconds)
                 elif ev.op is P.Op.WINDOW:
+                    first = unit.first_sound_at is None
                     sink.window(unit, ev.body.j, ev.body.total, ev.body.seconds, ev.body.start_sample,
                                 np.array(ev.tensors["audio"], dtype=np.float32))  # own the buffer
+                    if first:  # a sibling held back for this first sound may go now
+                        with self._cond:
+                            self._cond.notify_all()
                 elif ev.op is P.Op.DONE:
                     timings = dict(ev.body.timings)
                     unit.device_memory = dict(ev.body.memory)
+                    unit.style_heard = {"embedding": ev.tensors.get("style_embedding"),
+                                        "window_s": list(ev.body.style_window), "error": ev.body.style_error}
                     self.device_seconds += sum(timings.get(k, 0.0) for k in ("prepare", "steps", "decode"))
                     outcome = ("done", timings)
                 elif ev.op is P.Op.ERROR:
@@ -209,6 +222,12 @@ class Pool(Slots):
 
     def encode(self, audio: np.ndarray, seed: int) -> np.ndarray:
         return _relay(lambda: self._call("the reference encode", lambda w: w.encode(audio, seed)[0]))
+
+    def transcribe(self, audio: np.ndarray, windows: list[list[float]], language: str
+                   ) -> tuple[str, list[tuple[str, float, float]]]:
+        """The lyrics check's hearing (engine.hearing.Transcribe) on the least busy worker."""
+        reply = _relay(lambda: self._call("the lyrics check", lambda w: w.transcribe(audio, windows, language)))
+        return reply.model, [(w.text, w.start, w.end) for w in reply.words]
 
     def worker_info(self) -> list[dict[str, Any]]:
         with self._cond:

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from device_worker.audio import resample
 from device_worker.shapes import HOP, LATENT_DIM, SAMPLE_RATE, end_frame_for, max_frames_for, seconds_to_frame
 
-from .audio_files import probe, read_span, resample, to_stereo
+from .audio_files import probe, read_span, to_stereo
 
 PEAK_DB = -6.0  # upstream normalize_audio(y, -6)
 

@@ -237,14 +237,18 @@ class Worker:
 
     # ---- requests -----------------------------------------------------------------------------------
     def submit(self, text: np.ndarray, style: Any, negative_style: Any, *, cond: Any = None,
-               **options: Any) -> RemoteJob:
-        """A song job: text int64 [N] (lyric id per frame), style/negative_style [512], cond [N, 64] or None;
-        options are `protocol.Submit` fields (steps, cfg_strength, seed, edit_segments, decode_window, ...)."""
+               song: P.SongParams | None = None, **options: Any) -> RemoteJob:
+        """A song job: text int64 [N] (lyric id per frame), style/negative_style [512], cond [N, 64] or None.
+        `song`: how it is sampled (`protocol.SongParams`), or its fields as keywords (steps, cfg, seed, ...);
+        the other options are `protocol.Submit` fields (decode_window, decode_overlap, precision, label)."""
+        settings = {k: options.pop(k) for k in list(options) if k in P.SongParams.__struct_fields__}
+        if song is not None and settings:
+            raise TypeError(f"give the song's settings in `song` or as keywords, not both: {sorted(settings)}")
         tensors = {"text": np.asarray(text, dtype=np.int64), "style": _host(style),
                    "negative_style": _host(negative_style)}
         if cond is not None:
             tensors["cond"] = _host(cond)
-        return self._request(P.Submit(**options), tensors)
+        return self._request(P.Submit(song=song or P.SongParams(**settings), **options), tensors)
 
     def decode(self, latent_cn: Any, window: int = 128, overlap: int = 32) -> RemoteJob:
         """A decode-only job: latent float32 [64, T] -> WINDOW events, then DONE."""

@@ -120,10 +120,14 @@ class Reference:
     song: str
     segments: tuple[tuple[float, float], ...] = ()  # continuation with no segments: from the song's end
     mode: Literal["edit", "continue"] = "edit"
+    # The source file's own samples outside the segments (engine.splice; the re-sing edit), not the decode
+    # of its latent: the take then differs from its source only inside them.
+    splice: bool = False
 
     @classmethod
-    def edit(cls, song: str | Path, segments: list[tuple[float, float]] | list[list[float]]) -> Reference:
-        return cls(str(song), tuple((float(a), float(b)) for a, b in segments), "edit")
+    def edit(cls, song: str | Path, segments: list[tuple[float, float]] | list[list[float]],
+             splice: bool = False) -> Reference:
+        return cls(str(song), tuple((float(a), float(b)) for a, b in segments), "edit", splice)
 
     @classmethod
     def continuation(cls, song: str | Path, from_s: float | None = None) -> Reference:
@@ -249,6 +253,8 @@ class SongRequest:
         d["formats"] = list(self.formats)
         if self.edit is not None:
             d["edit"]["segments"] = [list(s) for s in self.edit.segments]
+            if not self.edit.splice:  # absent unless asked: older records and render identities stay as they were
+                d["edit"].pop("splice")
         return d
 
     @classmethod
@@ -262,7 +268,7 @@ class SongRequest:
         edit = d.pop("edit", None)
         if edit:
             d["edit"] = Reference(edit["song"], tuple(tuple(map(float, s)) for s in edit["segments"]),
-                                  edit.get("mode", "edit"))
+                                  edit.get("mode", "edit"), bool(edit.get("splice", False)))
         if "formats" in d:
             d["formats"] = tuple(d["formats"])
         return cls(**d)

@@ -100,18 +100,13 @@ class LocalSource:
 class Slots:
     """The pool's seats and their lifecycle: start, restart with backoff, watch, close."""
 
-    def __init__(self, config: EngineConfig):
+    def __init__(self, config: EngineConfig, source: SlotSource):
         self.config = config
+        self.source = source  # where workers come from: LocalSource, or engine.ray_slots.RaySource
         self.slots: list[Slot] = []
         self._cond = threading.Condition()
         self._closed = False
         self._failure: str | None = None  # why start() gave up: what takes queued meanwhile fail with
-        if config.ray:
-            from engine.ray_slots import RaySource
-
-            self.source: SlotSource = RaySource(config)
-        else:
-            self.source = LocalSource(config)
         self._monitor = threading.Thread(target=self._watch, name="pool-monitor", daemon=True)
 
     @property
@@ -145,7 +140,8 @@ class Slots:
         cfg, spec, models = self.config, slot.spec, self.config.models
         return dict(dit=models.dit(variant), vae=models.vae, backend=spec.backend, device=spec.device,
                     policy=cfg.policy, precision=spec.precision, compile=spec.compile, max_jobs=cfg.worker_max_jobs,
-                    threads=spec.threads, lock_dir=cfg.lock_dir, style=models.style)
+                    threads=spec.threads, lock_dir=cfg.lock_dir, style=models.style,
+                    lyrics_model=models.lyrics if cfg.lyrics_check else None)
 
     def _make_worker(self, slot: Slot, variant: str) -> Worker:
         common: dict[str, Any] = dict(heartbeat_s=self.config.heartbeat_s, dead_after_s=self.config.dead_after_s)

@@ -15,10 +15,11 @@ from typing import Protocol
 
 import numpy as np
 
-from .audio_files import probe, read_span, resample, to_mono
+from device_worker.audio import STYLE_RATE, resample
+from device_worker.audio import STYLE_WINDOW_S as WINDOW_S
 
-STYLE_RATE = 24_000  # MuQ-MuLan's input rate
-WINDOW_S = 10.0  # upstream feeds the central 10 s
+from .audio_files import probe, read_span, to_mono
+
 MIN_STYLE_S = 10.0  # upstream (DiffRhythm get_style_prompt) asserts a reference of at least 10 s
 DIM = 512
 MULAN_ID = "OpenMuQ/MuQ-MuLan-large"

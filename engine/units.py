@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -66,6 +67,7 @@ class JobContext:
         self.ended = False
         self.last_position: tuple[int, tuple[int, ...]] | None = None  # (position, waiting takes) last published
         self.cancelled: dict[int, str] = {}  # takes cancelled on their own -> reason (their siblings go on)
+        self.checking = 0  # written takes whose lyrics check is still running (the job's Done waits)
 
     @property
     def stopping(self) -> bool:
@@ -90,6 +92,7 @@ class Unit:
     blocks: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (start sample, [2, n])
     device_timings: dict[str, float] = field(default_factory=dict)
     device_memory: dict[str, float] = field(default_factory=dict)  # device_peak_mb, from the worker's DONE
+    style_heard: dict[str, Any] = field(default_factory=dict)  # DONE's style embedding + window, or its error
     first_sound_at: float | None = None  # monotonic time its first decoded window arrived
     eta: TakeEta | None = None
     handle: Any = None  # the device stage's handle for cancel
@@ -171,6 +174,15 @@ def wait_eta(ahead: int, steps: int, flight: list[Unit], max_ready: int, *, wind
     if take_s_hint is None:
         return None
     return (ahead // max_ready + 2) * take_s_hint
+
+
+def sibling_sounds_first(unit: Unit, on_worker: Iterable[Unit]) -> bool:
+    """Whether `unit` should wait: an earlier variation of the same request on that worker has not sounded
+    yet. Stepping beside it would delay the first sound by the number of variations (they all step
+    together, one unit each in turn); holding the later ones until the first decoded window lets the
+    musician hear the first take as soon as a single take would sound. The card does the same work either
+    way, only the order changes; a worker without such a sibling (another card) takes the variation at once."""
+    return any(u.ctx is unit.ctx and u.take < unit.take and u.first_sound_at is None for u in on_worker)
 
 
 # Moments, not durations: the job's is its earliest take's (summing them gave a first sound later than the

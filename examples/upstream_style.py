@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from device_worker.model.sampling import sample
+from device_worker.protocol import SongParams
 from engine.remote import RemoteDiT, RemoteVae, Worker
 
 
@@ -51,10 +52,12 @@ class CFM(torch.nn.Module):
                latent_pred_segments: Sequence[tuple[int, int]] | None = None,
                song_duration: float | None = None) -> tuple[torch.Tensor, None]:
         """(latent [B, N, 64], trajectory): upstream also returns the trajectory; this keeps no steps."""
+        # upstream's argument names -> the studio's one set of song settings
+        params = SongParams(steps=steps, cfg=cfg_strength, seed=seed, sway=sway_sampling_coef, start_time=start_time,
+                            song_duration=song_duration,
+                            edit_segments=[list(s) for s in latent_pred_segments] if latent_pred_segments else None)
         latent = sample(self.transformer, text=text, style=style_prompt, negative_style=negative_style_prompt,
-                        duration=duration, cond=cond, edit_segments=latent_pred_segments, steps=steps,
-                        cfg_strength=cfg_strength, sway=sway_sampling_coef, seed=seed, start_time=start_time,
-                        song_duration=song_duration)
+                        duration=duration, cond=cond, params=params)
         return latent, None
 
 

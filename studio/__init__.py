@@ -9,9 +9,11 @@
 | `takes`, `progress` | the take runner (clicks -> engine jobs, events -> store); how an event shows as progress |
 | `live`, `waveform`, `present` | hearing a take while it is made; the region editor's data; how things look |
 | `api` | named API endpoints for `gradio_client` scripts |
+| `mcp_tools`, `mcp_views` | the seven tools for agents (`studio serve --mcp`, docs/agents.md); a take as an agent reads it |
 | `services`, `config` | what handlers call (store, runner, settings, model status); studio settings |
 | `store/` | SQLAlchemy store (SQLite / PostgreSQL): sessions, takes, leases, integrity, sharing |
 | `render/` | `studio render`: headless batches, manifests, resumable output folders |
 | `cli*`, `runtime_options` | the `studio` command and its groups; options serve and render share |
-| `fetcher`, `testmodel` | first-run model download; the self-contained tiny test model |
+| `fetcher`, `testmodel`, `testwhisper` | first-run model download; the self-contained tiny test model (and its Whisper) |
+| `heard_view`, `handlers_resing`, `resing`, `lyrics_model`, `cli_heard` | the lyrics check: marks on the page, re-singing lines, which Whisper, `studio lyrics heard` |
 """

@@ -38,6 +38,7 @@ def _take(t: TakeInfo, svc: Services, who: access.Who) -> dict[str, Any]:
     # never travels with a take.
     d.pop("session_id", None)
     d["urls"] = access.file_urls(svc.store, svc.identity, t, who)
+    d["lyrics_check"] = (t.record or {}).get("lyrics_check")  # did it sing the words (None: not heard yet)
     return access.public(d)
 
 
@@ -45,15 +46,27 @@ NEED_TOKEN = ("This endpoint needs your access token: run `studio token` on the 
               "as the header `Authorization: Bearer <token>`.")
 
 
+def owner_or_refuse(svc: Services, request: gr.Request | None) -> str:
+    """The owner the request's token proves; refused with how to get a token (API and MCP tools alike)."""
+    owner = svc.identity.from_request(request)
+    if owner is None:
+        raise gr.Error(NEED_TOKEN)
+    return owner
+
+
+def stop_take(svc: Services, take_id: str, whole_job: bool) -> bool:
+    """Cancel a take (the caller's own: checked before), or every variation of its request; True when
+    it was still queued or running and is now being stopped."""
+    runner = svc.runner
+    return bool(runner and (runner.cancel_job(take_id) if whole_job else runner.cancel(take_id)))
+
+
 def register(svc: Services) -> None:
     """Define the endpoints inside the current `gr.Blocks` context."""
     store = svc.store
 
     def caller(request: gr.Request | None) -> str:
-        owner = svc.identity.from_request(request)
-        if owner is None:
-            raise gr.Error(NEED_TOKEN)
-        return owner
+        return owner_or_refuse(svc, request)
 
     def own_session(session_id: Any, owner: str) -> Any:
         """The caller's session; the same answer for a foreign id as for none (no probing)."""
@@ -126,13 +139,23 @@ def register(svc: Services) -> None:
         finally:
             svc.admission.release(owner, "follow")
 
+    def resing(take_id: str, lines: Any = "", request: gr.Request = None) -> dict:
+        """Sing lines of one of your takes again: an edit take regenerating exactly those lines' frames
+        (`lines`: report indices of its `lyrics_check`, a list or "2, 5"; empty: the missed lines)."""
+        from studio.resing import resing as start_resing
+
+        owner = caller(request)
+        try:
+            new, frames = start_resing(svc, owner, take_id, lines)
+        except songs.SongRefused as exc:
+            raise gr.Error(str(exc)) from None
+        return {"take_id": new.id, "seed": new.seed, "resing_of": take_id, "segments_frames": frames}
+
     def cancel(take_id: str, whole_job: bool = False, request: gr.Request = None) -> dict:
         """Cancel this take; its sibling variations go on. `whole_job`: cancel every variation of the
         request that made it (the page's Cancel button)."""
         own_take(take_id, caller(request))
-        runner = svc.runner
-        done = bool(runner and (runner.cancel_job(take_id) if whole_job is True else runner.cancel(take_id)))
-        return {"take_id": take_id, "cancelling": done}
+        return {"take_id": take_id, "cancelling": stop_take(svc, take_id, whole_job is True)}
 
     def retry(session_id: str, take_id: str, request: gr.Request = None) -> dict:
         """Render an interrupted (or failed/cancelled) take again with its request and recorded seed."""
@@ -236,7 +259,13 @@ def register(svc: Services) -> None:
             raise gr.Error(f"These lyrics cannot be laid out: {exc}") from None
 
     def time_lyrics(plain: str, duration: float = 95) -> str:
-        """Plain lyrics (optionally with [Verse]/[Chorus] tags) -> a timed LRC."""
+        """Time plain lyrics for a song length: returns LRC text ("[mm:ss.xx]line" per sung line), ready
+        to pass to make_song as its lyrics (edit the times if you like).
+
+        Args:
+            plain: the lyrics, one sung line per line; [Verse]/[Chorus]/[Bridge] tags shape the timing.
+            duration: the song's length in seconds (95, or 96-285).
+        """
         from engine.lyrics import time_lyrics as _time
         from engine.request import lyrics_problem
 
@@ -244,7 +273,7 @@ def register(svc: Services) -> None:
         if problem:
             raise gr.Error(problem)
         try:
-            return _time(plain, float(duration))
+            return _time(plain, float(duration), tokenizer=svc.lyric_tokenizer())
         except Exception as exc:
             raise gr.Error(str(exc)) from None
 
@@ -256,7 +285,7 @@ def register(svc: Services) -> None:
         return {"ready": st.ready, "loading": st.loading, "problem": st.problem, "missing": list(st.missing),
                 "label": st.label, "workers": st.workers, "message": st.banner_markdown()}
 
-    for fn in (submit, take, follow, cancel, retry, set_take, takes, sessions, share, revoke, shared, copy_shared,
+    for fn in (submit, take, follow, resing, cancel, retry, set_take, takes, sessions, share, revoke, shared, copy_shared,
                save_style, styles, lyrics_report, time_lyrics, status):
         gr.api(fn, api_name=fn.__name__, concurrency_limit=svc.config.follow_concurrency if fn is follow else 8,
                concurrency_id="follow" if fn is follow else None)

@@ -12,7 +12,7 @@ from typing import Any
 
 import gradio as gr
 
-from studio import api, events, files, gradio_state, keylink, live
+from studio import api, events, files, gradio_state, keylink, live, mcp_tools
 from studio.config import UI_ASSETS
 from studio.handlers import Handlers
 from studio.page import Page
@@ -26,7 +26,9 @@ JS_FILES = sorted(UI_ASSETS.glob("*.js"))  # the page's own behaviours, one file
 
 
 def build_app(svc: Services) -> gr.Blocks:
-    with gr.Blocks(title="DiffRhythm Studio") as demo:
+    cfg = svc.config
+    with gr.Blocks(title="DiffRhythm Studio",
+                   delete_cache=(cfg.browser_copies_every_s, cfg.browser_copies_max_age_s)) as demo:
         # A fixed secret (derived from the data folder's key), so what browsers stored survives a restart.
         secret = svc.identity.browser_state_secret
         owner = gr.BrowserState("", storage_key="diffrhythm-studio-owner", secret=secret)
@@ -54,10 +56,12 @@ def build_app(svc: Services) -> gr.Blocks:
                 with gr.Accordion("Sessions", open=True, elem_id="history"):
                     hist = history.build()
         editable = [gen.generate, gen.cancel, sty.save, sty.save_name, hist.share, hist.revoke, hist.new,
-                    tks.use_settings, tks.use_reference, tks.use_edit]  # Cancel this take: take_detail
+                    tks.use_settings, tks.use_reference, tks.use_edit,
+                    tks.delete_cancelled]  # Cancel this take: take_detail
         page = Page(banner, shared, comp, sty, gen, tks, hist, owner, session, token, editable)
         handlers = Handlers(svc, page)
         api.register(svc)  # first, so the stable endpoints get their plain names
+        mcp_tools.register(svc)  # the agents' tools: public endpoints too, served over MCP with --mcp
         events.wire(page, handlers, svc.config.follow_concurrency)
         def banner_state() -> dict:
             st = svc.model_status
@@ -104,8 +108,9 @@ def _keep_drafts(page: Page, draft: gr.BrowserState) -> None:
 
 
 def launch(demo: gr.Blocks, svc: Services, *, host: str = "127.0.0.1", port: int | None = 7860,
-           block: bool = True, **kwargs: Any) -> tuple[Any, str, str]:
-    """Queue sized for one card and serve only the data directory and the app's own assets."""
+           block: bool = True, mcp: bool = False, **kwargs: Any) -> tuple[Any, str, str]:
+    """Queue sized for one card and serve only the data directory and the app's own assets; with `mcp`,
+    also the agents' tools over MCP (Streamable HTTP at /gradio_api/mcp/, `studio.mcp_tools`)."""
     demo.queue(max_size=svc.config.queue_max_size, default_concurrency_limit=8)
     launched = demo.launch(
         server_name=host,
@@ -120,8 +125,11 @@ def launch(demo: gr.Blocks, svc: Services, *, host: str = "127.0.0.1", port: int
         footer_links=["api"],
         show_error=True,
         quiet=True,
+        mcp_server=mcp,  # False, not None: GRADIO_MCP_SERVER in the environment does not open it
         **kwargs,
     )
+    if mcp:
+        mcp_tools.expose_tools(demo)
     live.mount(launched[0], svc)
     files.mount(launched[0], svc)
     gradio_state.start_pruning(demo)

@@ -13,9 +13,7 @@ import sys
 
 import click
 
-from engine.textfile import TextFileError, read_text_file
-
-EXIT_OK, EXIT_LOST, EXIT_UNREADABLE = 0, 1, 2
+from studio.cli_common import EXIT_LOST, EXIT_OK, EXIT_UNREADABLE, read_lyrics
 
 
 def _duration(ctx: click.Context, param: click.Parameter, value: float) -> float:
@@ -26,14 +24,6 @@ def _duration(ctx: click.Context, param: click.Parameter, value: float) -> float
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
     return value
-
-
-def _read(path: str) -> str:
-    try:
-        return read_text_file(path).text
-    except TextFileError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_UNREADABLE)
 
 
 def _models_dir_option(f):
@@ -73,7 +63,7 @@ def check(file: str, duration: float, as_json: bool, models_dir: str | None) -> 
     from engine.lyrics import EspeakMissing, VocabError, render_text
     from engine.request import SongRequest, layout_request_lyrics, lyrics_problem
 
-    text = _read(file)
+    text = read_lyrics(file)
     problem = lyrics_problem(text, duration)
     if problem:
         click.echo(f"error: {problem}", err=True)
@@ -106,7 +96,7 @@ def time(file: str, duration: float, tempo: float | None, intro: float | None, e
     """Print a timed LRC for the plain lyrics in FILE ([Verse]/[Chorus] tags allowed; '-' reads stdin)."""
     from engine.lyrics import EspeakMissing, VocabError, plan_timing
 
-    text = _read(file)
+    text = read_lyrics(file)
     try:
         plan = plan_timing(text, duration, tempo_bpm=tempo, intro_s=intro, tokenizer=_tokenizer(models_dir))
     except (VocabError, EspeakMissing) as exc:
@@ -119,3 +109,8 @@ def time(file: str, duration: float, tempo: float | None, intro: float | None, e
         for row in plan.explanation:
             click.echo(row, err=True)
     click.echo(plan.lrc, nl=False)
+
+
+from studio.cli_heard import heard  # noqa: E402 - registered here so `studio lyrics` lists it
+
+lyrics.add_command(heard)

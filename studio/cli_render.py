@@ -38,7 +38,8 @@ A jobs line:
   {"id": "track-01", "lyrics": "lyrics/01.lrc", "style": "dreamy synthwave", "duration": 180, "seed": 7}
   keys: id, lyrics (inline LRC/plain or a .lrc/.txt path; empty: instrumental), style (text,
   {"audio": PATH} or {"embedding": PATH.npy}), duration, seed, variations, steps, cfg, formats, edit
-  ({"song": PATH, "segments": [[start_s, end_s], ...]}). Paths are relative to the jobs file.
+  ({"song": PATH, "segments": [[start_s, end_s], ...]}), best_of (N variations checked by ear; the
+  manifest's "pick" has the lowest PER). Paths are relative to the jobs file.
 """
 
 
@@ -64,6 +65,9 @@ class RenderError(click.ClickException):
                    f"[default: {controls.STEPS.default}].")
 @click.option("--cfg", type=float, default=None,
               help=f"One-song form: {controls.CFG.help} ({controls.CFG.range_text}) [default: {controls.CFG.default}].")
+@click.option("--best-of", type=click.IntRange(1, 16), default=None, metavar="N",
+              help="Render N variations of each job (lines without their own \"best_of\"), check each by ear, keep "
+                   "all; the manifest's \"pick\" is the one with the lowest PER (one-song form: -o gets it).")
 @click.option("--resume", is_flag=True, help="Skip jobs whose outputs exist and whose identity is unchanged.")
 @click.option("--strict", is_flag=True, help="Any invalid job stops the run before it begins.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
@@ -73,13 +77,15 @@ class RenderError(click.ClickException):
               help="Worker scheduling: fifo renders in file order.")
 @model_options
 def render(jobs_file: str | None, out: Path | None, lyrics_path: str | None, style: str | None,
-           duration: float | None, seed: int | None, steps: int | None, cfg: float | None, resume: bool,
+           duration: float | None, seed: int | None, steps: int | None, cfg: float | None, best_of: int | None,
+           resume: bool,
            strict: bool, as_json: bool, quiet: bool, session: str | None, data_dir: Path | None,
            db_url: str | None, policy: str,
            workers: tuple[str, ...], devices: tuple[str, ...], backend: str, precision: str,
            dits: tuple[str, ...], vae: str | None, model: str, models_dir: str | None, secret_file: str | None,
            threads: int | None, lock_dir: str | None, test_crop_frames: int | None,
-           ray_address: str | None = None, ray_resource: str | None = None) -> None:
+           ray_address: str | None = None, ray_resource: str | None = None, lyrics_model: str = "auto",
+           lyrics_check: bool = True) -> None:
     """Render songs without a browser: a JSONL batch, or one song."""
     logging.basicConfig(level=os.environ.get("STUDIO_LOG_LEVEL", "ERROR" if quiet else "WARNING"),
                         format="%(levelname)s %(name)s: %(message)s")
@@ -101,7 +107,7 @@ def render(jobs_file: str | None, out: Path | None, lyrics_path: str | None, sty
             raise RenderError("the one-song form needs --style, --duration and -o FILE (e.g. -o song.wav)")
         try:
             lyrics = read_text_file(lyrics_path).text if lyrics_path else ""
-            line = single.job_line(out, lyrics, style, duration, seed=seed, steps=steps, cfg=cfg)
+            line = single.job_line(out, lyrics, style, duration, seed=seed, steps=steps, cfg=cfg, best_of=best_of)
         except (TextFileError, ValueError) as exc:
             raise RenderError(str(exc)) from None
         song_out = out.expanduser().resolve()
@@ -120,8 +126,12 @@ def render(jobs_file: str | None, out: Path | None, lyrics_path: str | None, sty
         outdir = (out or _default_outdir(stem, session, data_dir)).expanduser().resolve()
         source = jobs_file
     data_dir = (data_dir or default_data_dir()).expanduser().resolve()
+    plan = WorkerPlan(workers, devices or (), backend, precision, secret_file, threads, lock_dir, ray_address,
+                      ray_resource, lyrics_model, lyrics_check)
     try:
-        models = resolve_models(model, dits, vae, models_dir)
+        models = plan.with_lyrics(resolve_models(model, dits, vae, models_dir), models_dir)
+    except click.UsageError:
+        raise
     except Exception as exc:
         raise RenderError(f"model files: {exc}") from None
     if test_crop_frames is not None and not models.test:
@@ -135,11 +145,10 @@ def render(jobs_file: str | None, out: Path | None, lyrics_path: str | None, sty
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise RenderError(f"the store's database did not open: {first}") from None
     opts = BatchOptions(source=source, text=text, base_dir=base, outdir=outdir, data_dir=data_dir,
-                        models=models, plan=WorkerPlan(workers, devices or (), backend, precision, secret_file,
-                                                        threads, lock_dir, ray_address, ray_resource),
+                        models=models, plan=plan,
                         policy=policy, crop_frames=test_crop_frames, resume=resume and not one_song,
                         strict=strict, quiet=quiet, session=session, single=song_out is not None,
-                        db_url=db_url)
+                        db_url=db_url, best_of=best_of)
     try:
         result = Batch(opts).run()
     except KeyboardInterrupt:  # before the workers started (validation, model files): nothing to clean up

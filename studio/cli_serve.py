@@ -27,11 +27,14 @@ log = logging.getLogger("studio.serve")
 @click.option("--port", default=7860, type=int, help="Port to listen on.")
 @click.option("--takes-per-owner", default=16, type=click.IntRange(1, 1000),
               help="Takes one person may have queued or rendering at once (so everyone gets a turn).")
+@click.option("--mcp", is_flag=True, help="Also serve the studio's tools to agents over MCP "
+              "(http://HOST:PORT/gradio_api/mcp/; needs `pip install -e \".[mcp]\"`; docs/agents.md).")
 @model_options
-def serve(host: str, port: int, takes_per_owner: int, data_dir: Path | None, db_url: str | None, workers: tuple[str, ...],
+def serve(host: str, port: int, takes_per_owner: int, mcp: bool, data_dir: Path | None, db_url: str | None, workers: tuple[str, ...],
           devices: tuple[str, ...], backend: str, precision: str, dits: tuple[str, ...], vae: str | None, model: str,
           models_dir: str | None, secret_file: str | None, threads: int | None, lock_dir: str | None,
-          test_crop_frames: int | None, ray_address: str | None = None, ray_resource: str | None = None) -> None:
+          test_crop_frames: int | None, ray_address: str | None = None, ray_resource: str | None = None,
+          lyrics_model: str = "auto", lyrics_check: bool = True) -> None:
     """Open the studio.
 
     \b
@@ -42,6 +45,7 @@ def serve(host: str, port: int, takes_per_owner: int, data_dir: Path | None, db_
       studio serve --worker tcp://10.0.0.5:5601 --secret-file secret.key
       studio serve --db postgresql://studio@dbhost/studio --data-dir /mnt/shared/studio   # one of several
       studio serve --ray auto --device cuda      # one worker per GPU of the Ray cluster (docs/scaleout.md)
+      studio serve --mcp                         # and the tools for agents (MCP clients; docs/agents.md)
     """
     logging.basicConfig(level=os.environ.get("STUDIO_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -53,6 +57,8 @@ def serve(host: str, port: int, takes_per_owner: int, data_dir: Path | None, db_
     from studio.services import ModelStatus, Services
     from studio.store import Store
 
+    if mcp:
+        _need_mcp()
     data_dir = (data_dir or default_data_dir()).expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -65,13 +71,17 @@ def serve(host: str, port: int, takes_per_owner: int, data_dir: Path | None, db_
         log.info("[serve] %d take(s) were interrupted by the last stop; they can be retried", len(recovered))
     config = StudioConfig(data_dir, test_model=model == "test", takes_per_owner=takes_per_owner)
     svc = Services(store, config, model_status=ModelStatus(ready=False, loading="preparing model files"))
-    spec = WorkerPlan(workers, devices, backend, precision, secret_file, threads, lock_dir, ray_address, ray_resource)
+    spec = WorkerPlan(workers, devices, backend, precision, secret_file, threads, lock_dir, ray_address, ray_resource,
+                      lyrics_model, lyrics_check)
     loader = threading.Thread(target=_load_engine, name="engine-loader", daemon=True,
                               args=(svc, data_dir, model, dits, vae, models_dir, spec, test_crop_frames))
     loader.start()
     demo = build_app(svc)
-    _, url, _ = launch(demo, svc, host=host, port=port, block=False)
+    _, url, _ = launch(demo, svc, host=host, port=port, block=False, mcp=mcp)
     click.echo(f"DiffRhythm Studio: {url}  (data: {data_dir}; database: {store.database}; Ctrl-C stops)", err=True)
+    if mcp:
+        click.echo(f"MCP tools for agents: {url.rstrip('/')}/gradio_api/mcp/ (header: Authorization: Bearer "
+                   "<`studio token`>; docs/agents.md)", err=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -87,8 +97,8 @@ def _load_engine(svc: Any, data_dir: Path, model: str, dits: tuple[str, ...], va
     from studio.services import ModelStatus
 
     try:
-        models = resolve_models(model, dits, vae, models_dir,
-                                lambda text: setattr(svc, "model_status", ModelStatus(ready=False, loading=text)))
+        models = plan.with_lyrics(resolve_models(model, dits, vae, models_dir, lambda text: setattr(
+            svc, "model_status", ModelStatus(ready=False, loading=text))), models_dir)
     except Exception as exc:
         _offer_fetch(svc, exc, models_dir,
                      lambda: _load_engine(svc, data_dir, model, dits, vae, models_dir, plan, crop))
@@ -115,6 +125,14 @@ def _load_engine(svc: Any, data_dir: Path, model: str, dits: tuple[str, ...], va
         log.exception("[serve] the workers did not start")
         reason = (str(exc).splitlines() or [type(exc).__name__])[0]
         svc.model_status = ModelStatus(ready=False, problem=f"the workers did not start: {reason}")
+
+
+def _need_mcp() -> None:
+    """--mcp without the mcp package: one line saying what to install, before anything starts."""
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        raise click.ClickException('--mcp needs the MCP extra: pip install -e ".[mcp]" (or "diffrhythm-studio[mcp]")') from None
 
 
 def _first_line(exc: Exception) -> str:

@@ -28,6 +28,11 @@ class StudioConfig:
     # Takes one owner may have queued or rendering at once (studio.admission): 16 fits one request's
     # variations; a batch script or a one-musician studio may raise it.
     takes_per_owner: int = 16
+    # Gradio copies every file it shows (each take viewed) into its temporary folder and, by default,
+    # never removes them while serving (297 MB after one walk): copies older than this go, checked every
+    # `browser_copies_every_s`. A copy handed out again is touched (Gradio), so a take being played stays.
+    browser_copies_max_age_s: int = 1800
+    browser_copies_every_s: int = 300
     # The label shown in the header when the weights are random (`--model test`).
     model_label: str = ""
     test_model: bool = False

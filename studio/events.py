@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from studio import seedbox, tidy
 from studio.handlers import Handlers
 from studio.page import Page
 
@@ -30,11 +33,12 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> None:
     s.save.click(h.save_style, [s.save_name, s.source, s.text, s.audio_path], [s.save_note, s.saved], **PRIVATE)
 
     # ---------------------------------------------------------------- generate
-    gen_outputs = [p.session, g.message, g.progress, g.preview, t.listing, g.edit_take, hi.sessions,
+    gen_outputs = [p.session, g.message, g.progress, g.preview, t.listing, g.edit_take, hi.sessions, g.seed,
                    *p.take_outputs()]
+    g.random_seed.input(seedbox.toggled, [g.random_seed, g.seed], g.seed, show_progress="hidden", **PRIVATE)
     # After a generation redraws the list (newest first), the order the musician picked is put back.
-    g.generate.click(h.generate, p.form_inputs(), gen_outputs, concurrency_limit=follow_limit,
-                     concurrency_id="follow", show_progress="minimal", **PRIVATE).then(
+    generated = g.generate.click(h.generate, p.form_inputs(), gen_outputs, concurrency_limit=follow_limit,
+                                 concurrency_id="follow", show_progress="minimal", **PRIVATE).then(
         h.resort, [t.sort, t.listing, p.session, p.owner], [t.listing, g.edit_take], **PRIVATE)
     g.cancel.click(h.cancel, [p.session, p.owner], g.message, queue=False, **PRIVATE)
 
@@ -51,6 +55,9 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> None:
     t.star.click(h.star, [t.listing, p.session, p.owner], [t.listing, g.edit_take, *take_out], **PRIVATE).then(**resort)
     t.delete.click(h.delete, [t.listing, p.session, p.owner], [t.listing, g.edit_take, *take_out],
                    **PRIVATE).then(**resort)
+    t.delete_cancelled.click(lambda take, session, owner: tidy.delete_cancelled(h, take, session, owner),
+                             [t.listing, p.session, p.owner], [t.listing, g.edit_take, *take_out],
+                             **PRIVATE).then(**resort)
     t.undo.click(h.undo_delete, [t.undo_id, p.session, p.owner], [t.listing, g.edit_take, *take_out],
                  **PRIVATE).then(**resort)
     t.retry.click(h.retry, [t.listing, p.session, p.owner], [t.listing, g.edit_take, t.note], **PRIVATE).then(
@@ -60,6 +67,8 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> None:
     t.use_reference.click(h.use_reference, [t.listing, p.owner], [*style_outputs, s.source, t.note], **PRIVATE)
     t.cancel_take.click(h.cancel_take, [t.listing, p.session, p.owner], t.note, queue=False, **PRIVATE)
     t.use_edit.click(h.use_edit, [t.listing, p.session, p.owner], [*form_out, t.listing], **PRIVATE)
+
+    wire_heard(page, h, follow_limit, gen_outputs, resort, generated)
 
     t.ab.expand(h.ab_choices, [p.session, p.owner, p.token], [t.ab_a, t.ab_b], **PRIVATE)
     for pick in (t.ab_a, t.ab_b):
@@ -79,3 +88,19 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> None:
     # After copying, drop `?s=` from the address bar so a refresh opens the copy, not the shared view.
     p.shared.copy.click(h.copy_shared, [p.token, p.owner], [*session_out, p.token], **PRIVATE).then(
         None, js="() => window.history.replaceState(null, '', window.location.pathname)", **PRIVATE)
+
+
+def wire_heard(page: Page, h: Handlers, follow_limit: int, gen_outputs: list, resort: dict, generated: Any) -> None:
+    """The lyrics check on the page: marks and the re-sing panel follow the shown take, and arrive after it
+    is playable (heard_wait); "Re-sing ticked lines" starts an edit take and follows it like Generate."""
+    p, t, r = page, page.takes, page.takes.resing
+    heard_in = [t.listing, p.session, p.owner, p.token]
+    heard_out = [t.lyric_lines, r.group, r.summary, r.lines, r.note]
+    # It may wait for a check still to come: its own pool, so one page waiting never holds up another's.
+    wait = dict(fn=h.heard_wait, inputs=heard_in, outputs=heard_out, show_progress="hidden",
+                concurrency_limit=follow_limit, concurrency_id="heard", **PRIVATE)
+    t.listing.change(trigger_mode="always_last", **wait)
+    generated.then(**wait)
+    r.go.click(h.resing_lines, [t.listing, r.lines, p.session, p.owner], r.note, **PRIVATE).then(
+        h.watch, [p.session, p.owner], gen_outputs, concurrency_limit=follow_limit, concurrency_id="follow",
+        **PRIVATE).then(**resort).then(**wait)

@@ -76,6 +76,25 @@ class ComposeForm:
         )
         return d
 
+    @classmethod
+    def of_take(cls, take: Any, session: Any) -> ComposeForm:
+        """The form that remakes `take` (its request and actual seed, one variation); what the request
+        does not hold (a saved style's name, the title) comes from its session's inputs."""
+        form = cls.from_dict(session.inputs if session else None)
+        req = take.request
+        style = req.get("style") or {}
+        form.lyrics, form.instrumental = req.get("lyrics", ""), not (req.get("lyrics") or "").strip()
+        form.duration = int(req.get("duration", 95))
+        form.steps, form.cfg = int(req.get("steps", controls.STEPS.default)), float(req.get("cfg", controls.CFG.default))
+        form.seed, form.random_seed, form.variations = int(take.seed or 0), False, 1
+        form.formats = list(req.get("formats") or ["wav"])
+        form.edit_mode, form.edit_take = "none", None
+        if style.get("text") is not None:
+            form.style_source, form.style_text = "text", style["text"]
+        elif style.get("audio"):
+            form.style_source, form.style_audio = "audio", style["audio"]
+        return form
+
     def to_request(self, store: Store, config: StudioConfig, who: Who | None = None) -> Any:
         """The engine request; refuses paths outside the data directory, unknown takes/styles and an
         edit source that is not a finished take of `who`'s own (`access.edit_source`)."""

@@ -14,18 +14,18 @@ from typing import Any
 
 import gradio as gr
 
-from studio import access, live, present, songs
+from studio import live, present, seedbox, songs
 from studio.admission import AdmissionRefused
+from studio.handlers_resing import ResingHandlers
 from studio.handlers_takes import TakeHandlers
 from studio.page import Page
-from studio.page_files import take_files
 from studio.services import Services, UploadRefused
 from studio.store import ACTIVE_STATUSES
 
 log = logging.getLogger(__name__)
 
 
-class Handlers(TakeHandlers):
+class Handlers(TakeHandlers, ResingHandlers):
     def __init__(self, svc: Services, page: Page) -> None:
         self.svc = svc
         self.page = page
@@ -54,7 +54,8 @@ class Handlers(TakeHandlers):
         try:
             from engine.lyrics import time_lyrics
 
-            lrc = time_lyrics(plain, float(duration), tempo_bpm=tempo or None, intro_s=intro or None)
+            lrc = time_lyrics(plain, float(duration), tempo_bpm=tempo or None, intro_s=intro or None,
+                              tokenizer=self.svc.lyric_tokenizer())
         except Exception as exc:
             return {c.timing_note: f"⚠ {exc}"}
         return {c.lyrics: lrc, c.timing_note: "Timed — edit the times above if you like; the report updates."}
@@ -127,8 +128,9 @@ class Handlers(TakeHandlers):
             return
         session_id, takes = started.session.id, started.takes
         seeds = ", ".join(str(t.seed) for t in takes)
+        first: dict[Any, Any] = {g.seed: seedbox.drawn(takes[0].seed)} if values.get(g.random_seed) and takes else {}
         yield {p.session: session_id, g.message: f"Submitted {len(takes)} take(s), seed(s) {seeds}.",
-               **self._listing(session_id), **self._sessions(values.get(p.owner))}
+               **self._listing(session_id), **self._sessions(values.get(p.owner)), **first}
         yield from self._follow(session_id, [t.id for t in takes])
 
     def _follow(self, session_id: str, take_ids: list[str]) -> Iterator[dict]:
@@ -158,7 +160,6 @@ class Handlers(TakeHandlers):
         summary = ", ".join(f"{t.label}: {t.status}" + (f" ({t.error})" if t.error else "") for t in final if t)
         out = {g.message: summary, **self._listing(session_id, select=done[0].id if done else None)}
         if done:
-            out[g.preview] = take_files(self.svc, done[0], access.Who(session.owner if session else None)).get("wav")
             out.update(self.take_detail(done[0].id, session_id))
         yield out
 

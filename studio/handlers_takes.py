@@ -12,8 +12,7 @@ from typing import Any
 
 import gradio as gr
 
-from device_worker import controls
-from studio import access, present, songs
+from studio import access, present, seedbox, songs
 from studio.forms import ComposeForm
 from studio.page_files import audio_update, take_files
 from studio.store import ACTIVE_STATUSES, DONE, INTERRUPTED, SessionInfo, StoreError, TakeInfo
@@ -29,16 +28,21 @@ class TakeHandlers:
 
     # ------------------------------------------------------------------ lists
     def _listing(self, session_id: str | None, select: str | None = None, order: str | None = None,
-                 clear: bool = False) -> dict:
+                 clear: bool = False, done_only: bool = False) -> dict:
         """The take list: `select` picks a take, `clear` drops the selection (a deleted take must not stay
         the Radio's value: the next event would send an id that is no longer a choice, and be refused);
-        neither leaves the browser's selection as it is."""
+        neither leaves the browser's selection as it is. `done_only`: a shared view lists what it can open."""
         t, g = self.page.takes, self.page.gen
         takes = list(reversed(self.svc.store.list_takes(session_id))) if session_id else []
+        takes = [x for x in takes if x.status == DONE] if done_only else takes
         if order == SORTS[1]:
             # Best style match first; takes without a figure (running, failed, no style model) go last,
             # newest first among equals (sorted() is stable).
             takes = sorted(takes, key=lambda x: (present.style_match_of(x) is None, -(present.style_match_of(x) or 0.0)))
+        elif order == SORTS[2]:  # most words sung first (the lyrics check); unchecked takes last
+            from studio.heard_view import sung_share_of
+
+            takes = sorted(takes, key=lambda x: (sung_share_of(x) is None, -(sung_share_of(x) or 0.0)))
         choices = [(present.take_label(x), x.id) for x in takes]
         done = [(present.take_label(x), x.id) for x in takes if x.status == DONE]
         if select or clear:
@@ -148,11 +152,13 @@ class TakeHandlers:
         out: dict[Any, Any] = p.form_updates(form)
         for comp in p.form_fields().values():
             out[comp] = gr.update(value=out[comp], interactive=not read_only)
+        out[p.gen.seed] = seedbox.shown(form.random_seed, form.seed, editable=not read_only)
         out[p.style.saved] = gr.update(value=form.style_saved, interactive=not read_only,
                                        choices=[x.name for x in self.svc.store.list_styles()])
         takes = self.svc.store.list_takes(session.id) if session else []
         first = next((t for t in reversed(takes) if t.status == DONE), None)
-        out.update(self._listing(session.id if session else None, select=first.id if first else None))
+        out.update(self._listing(session.id if session else None, select=first.id if first else None,
+                                 done_only=read_only))
         out.update(self._sessions(owner))
         out.update(self.take_detail(first.id if first else None, None if read_only else (session.id if session else None),
                                     share))
@@ -285,19 +291,7 @@ class TakeHandlers:
         take = self._readable_take(take_id, owner, None)
         if take is None:
             return {self.page.takes.note: "Pick a take first."}
-        session = self.svc.store.get_session(take.session_id)
-        form = ComposeForm.from_dict(session.inputs if session else None)
-        req = take.request
-        style = req.get("style") or {}
-        form.lyrics, form.instrumental = req.get("lyrics", ""), not (req.get("lyrics") or "").strip()
-        form.duration, form.steps, form.cfg = int(req.get("duration", 95)), int(req.get("steps", controls.STEPS.default)), float(req.get("cfg", controls.CFG.default))
-        form.seed, form.random_seed, form.variations = int(take.seed or 0), False, 1
-        form.formats = list(req.get("formats") or ["wav"])
-        form.edit_mode, form.edit_take = "none", None
-        if style.get("text") is not None:
-            form.style_source, form.style_text = "text", style["text"]
-        elif style.get("audio"):
-            form.style_source, form.style_audio = "audio", style["audio"]
+        form = ComposeForm.of_take(take, self.svc.store.get_session(take.session_id))
         out = self.page.form_updates(form)
         out[self.page.takes.note] = f"Settings of **{take.label}** loaded (seed {take.seed})."
         return out
@@ -324,7 +318,7 @@ class TakeHandlers:
         # A random seed again: the edit needs none fixed, and a fixed one would silently carry over into
         # the next new song.
         out.update({g.edit_mode: "edit", g.edit_take: take.id, g.duration: int(take.request.get("duration", 95)),
-                    g.random_seed: True})
+                    g.random_seed: True, g.seed: seedbox.shown(True, None)})
         out[self.page.takes.note] = (f"Editing **{take.label}**: mark ranges to regenerate (e.g. `10-20`) or "
                                      "choose *Continue*, then Generate. The new take links to this one.")
         return out

@@ -12,6 +12,7 @@ from typing import Any
 
 import gradio as gr
 
+from studio import seedbox
 from studio.forms import ComposeForm
 from studio.ui.compose import ComposeUI
 from studio.ui.generate import GenerateUI
@@ -64,6 +65,7 @@ class Page:
         if form.style_audio and Path(form.style_audio).is_absolute():
             out[self.style.audio_path] = f"uploads/{Path(form.style_audio).name}"
         out[self.style.audio] = None
+        out[self.gen.seed] = seedbox.shown(form.random_seed, form.seed)
         return out
 
     def session_outputs(self) -> list[Any]:

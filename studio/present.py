@@ -134,8 +134,11 @@ def lyric_lines_html(t: TakeInfo | None) -> str:
     cues = subtitles(t) if t is not None else None
     if not cues:
         return ""
-    rows = "".join(f"<button class='lrc-line' data-t='{c['timestamp'][0]:.2f}'><span class='lrc-t'>"
-                   f"{_mmss(c['timestamp'][0])}</span> {html.escape(c['text'])}</button>" for c in cues)
+    from studio.heard_view import line_attrs, mark_of  # each line's lyrics-check mark, heard words on hover
+
+    rows = "".join(f"<button class='lrc-line' data-t='{c['timestamp'][0]:.2f}'{line_attrs(t, c['timestamp'][0], c['text'])}>"
+                   f"<span class='lrc-t'>{_mmss(c['timestamp'][0])}</span> {mark_of(t, c['timestamp'][0], c['text'])}"
+                   f"{html.escape(c['text'])}</button>" for c in cues)
     return ("<div class='lrc-lines' title='The line being sung is lit; click a line to hear it'>"
             f"{rows}</div>")
 

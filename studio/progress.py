@@ -26,6 +26,18 @@ def progress_of(e: Any) -> tuple[float, str] | None:
     return None
 
 
+def unit_of(e: Any) -> tuple[str, int, int] | None:
+    """("step", k, N) of a Step event, ("window", j, M) of a Decoding one (the VAE's windows); None else.
+    For callers that count units themselves (MCP progress notifications) instead of reading the phase."""
+    from engine import events as ev
+
+    if isinstance(e, ev.Step):
+        return ("step", e.k, e.total)
+    if isinstance(e, ev.Decoding):
+        return ("window", e.j, e.total)
+    return None
+
+
 def read_record(path: str | None) -> dict[str, Any]:
     """A take's JSON record, or {} (logged) when it cannot be read."""
     if not path:

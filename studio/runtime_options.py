@@ -63,6 +63,13 @@ def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--lock-dir", default=None, metavar="DIR",
                      help="Folder of the one-worker-per-card locks (GPUs, Tenstorrent cards; CPU workers take "
                           "none) [default: $DRS_LOCK_DIR or <temp>/diffrhythm-studio-<uid>]."),
+        click.option("--lyrics-model", default="auto", metavar="auto|off|NAME|PATH",
+                     help="The Whisper that hears each take for the lyrics check: a model name "
+                          "(whisper-large-v3-turbo, whisper-small), a checkpoint folder, or off [default auto: "
+                          "large-v3-turbo on a GPU, small on the CPU; the test model's own with --model test]."),
+        click.option("--lyrics-check/--no-lyrics-check", default=True,
+                     help="Hear every sung take after it is written and mark each lyric line sung, partly or "
+                          "missed (never delays the take's audio)."),
         click.option("--test-crop-frames", type=int, default=None, hidden=True,
                      help="Test model only: crop songs to this many frames (fast tests)."),
     ]
@@ -76,8 +83,16 @@ class WorkerPlan:
 
     def __init__(self, workers: tuple[str, ...], devices: tuple[str, ...], backend: str, precision: str,
                  secret_file: str | None, threads: int | None, lock_dir: str | None = None,
-                 ray: str | None = None, ray_resource: str | None = None) -> None:
+                 ray: str | None = None, ray_resource: str | None = None, lyrics_model: str = "auto",
+                 lyrics_check: bool = True) -> None:
         self.workers, self.devices, self.backend, self.precision = workers, devices, backend, precision
+        self.lyrics_model, self.lyrics_check = lyrics_model, lyrics_check
+        if lyrics_model not in ("auto", "off") and not Path(lyrics_model).expanduser().is_dir():
+            from engine.modelfiles.manifest import BY_NAME
+
+            if not lyrics_model.startswith("whisper") or lyrics_model not in BY_NAME:
+                raise click.UsageError(f"--lyrics-model {lyrics_model}: not a folder and not a model name "
+                                       "(whisper-large-v3-turbo, whisper-small, auto or off)")
         self.secret_file, self.threads, self.lock_dir = secret_file, threads, lock_dir
         self.ray, self.ray_resource = ray or None, ray_resource
         if self.ray and (workers or len(devices) > 1):
@@ -87,8 +102,27 @@ class WorkerPlan:
             raise click.UsageError("--ray-resource is for --ray")
 
     def engine_options(self) -> dict[str, Any]:
-        """The EngineConfig settings besides the worker specs (the lock folder, Ray)."""
-        return {"lock_dir": self.lock_dir, "ray": self.ray, "ray_resource": self.ray_resource}
+        """The EngineConfig settings besides the worker specs (the lock folder, Ray, the lyrics check)."""
+        return {"lock_dir": self.lock_dir, "ray": self.ray, "ray_resource": self.ray_resource,
+                "lyrics_check": self.lyrics_check}
+
+    def with_lyrics(self, models: Any, models_dir: str | None) -> Any:
+        """`models` with the Whisper the workers load for the lyrics check (studio.lyrics_model)."""
+        import dataclasses
+        import logging
+
+        from studio.lyrics_model import resolve_lyrics_model
+
+        if not self.lyrics_check or self.lyrics_model == "off":
+            return dataclasses.replace(models, lyrics=None)
+        if models.test and self.lyrics_model == "auto":
+            return models  # the test model's tiny random Whisper
+        try:
+            path, line = resolve_lyrics_model(self.lyrics_model, self.devices, models_dir)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        logging.getLogger("studio").log(logging.INFO if path else logging.WARNING, "[studio] %s", line)
+        return dataclasses.replace(models, lyrics=path)
 
     def describe(self) -> str:
         if self.ray:

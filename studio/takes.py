@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from studio.progress import PREPARE_SHARE, PROGRESS_WRITE_S, progress_of, read_record
+from studio.progress import PREPARE_SHARE, PROGRESS_WRITE_S, progress_of, read_record, unit_of
 from studio.store import (
     CANCELLED,
     DONE,
@@ -59,6 +59,7 @@ class Live:
     seed: int | None = None
     chunks: list[np.ndarray] = field(default_factory=list)  # early-playback audio, float32 [n, 2]
     preview_dropped: bool = False  # chunks given up to the memory budget: no early playback for this take
+    unit: tuple[str, int, int] | None = None  # the last ("step", k, N) or ("window", j, M)
     version: int = 0  # bumped on every change, so followers only redraw when something moved
 
 
@@ -224,13 +225,15 @@ class TakeRunner:
                            # The worker's name (w0:torch:cpu) is for the record, not the musician.
                            phase="starting" + (f" (attempt {e.attempt})" if e.attempt > 1 else ""))
                 elif (moved := progress_of(e)) is not None:
-                    update(e.take, progress=moved[0], eta_s=e.eta_s, phase=moved[1])
+                    update(e.take, progress=moved[0], eta_s=e.eta_s, phase=moved[1], unit=unit_of(e))
                 elif isinstance(e, ev.AudioChunk):
                     self._add_chunk(take_ids[e.take], np.asarray(e.audio, dtype=np.float32), e.start)
                 elif isinstance(e, ev.Retrying):
                     update(e.take, force=True, phase=f"retrying (attempt {e.attempt}): {e.reason}")
                 elif isinstance(e, ev.TakeDone):
                     self._finish_take(take_ids[e.result.take], e.result)
+                elif isinstance(e, ev.LyricsChecked):  # after the take is playable: its record gains the check
+                    self._lyrics_checked(take_ids[e.take], e.files.get("json"))
                 elif isinstance(e, ev.Failed):
                     targets = take_ids if e.take is None else [take_ids[e.take]]
                     for tid in targets:
@@ -329,6 +332,15 @@ class TakeRunner:
         if result.files.get("json"):
             self.store.update_take(take_id, files={**files, "json": result.files["json"]})
         self._set_live(take_id, status=DONE, progress=1.0, phase="done", eta_s=0.0, seed=result.seed)
+
+    def _lyrics_checked(self, take_id: str, record_path: str | None) -> None:
+        record = read_record(record_path)
+        if "lyrics_check" in record:
+            self.store.update_take(take_id, record=record)
+            with self._lock:
+                if (lv := self._live.get(take_id)) is not None:
+                    lv.version += 1
+                    self._lock.notify_all()
 
     def _end(self, take_id: str, status: str, phase: str, *, error: str | None = None) -> None:
         lv = self.live(take_id)

@@ -12,6 +12,7 @@ Layout (what `engine.config.Models` points at):
     mulan/{config.json, pytorch_model.bin, muq/config.json, text/{config.json, tokenizer.json}}
     vocal.npy                              negative style, [1, 512] unit vector
     vocab.json                             phone vocabulary: punctuation + English IPA phones (ours)
+    whisper/                               Whisper (lyrics check), hub layout, d_model 32 (studio.testwhisper)
 torch, transformers and tokenizers are imported only when the files must be written.
 """
 
@@ -29,7 +30,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 LABEL = "TEST MODEL: tiny random weights, noise not music"
-VERSION = 2  # bump when the layout or sizes change, so old folders are rebuilt
+VERSION = 3  # bump when the layout or sizes change, so old folders are rebuilt
 DIT = {"dim": 64, "depth": 2, "heads": 32, "ff_mult": 2, "text_dim": 512, "conv_layers": 1, "mel_dim": 64,
        "text_num_embeds": 363}
 MULAN = {
@@ -70,7 +71,7 @@ def ensure_test_models(root: str | Path | None = None) -> Any:
         subprocess.run([sys.executable, "-m", "studio.testmodel", str(root)], check=True)
     return Models(vae=str(root / "vae_model.pt"), base=str(root / "dit-base"), full=str(root / "dit-full"),
                   style=str(root / "mulan"), negative_style=str(root / "vocal.npy"),
-                  vocab=str(root / "vocab.json"), test=True)
+                  vocab=str(root / "vocab.json"), lyrics=str(root / "whisper"), test=True)
 
 
 def write_all(root: Path) -> None:
@@ -80,6 +81,9 @@ def write_all(root: Path) -> None:
     _write_mulan(root / "mulan")
     _write_negative_style(root / "vocal.npy")
     write_vocab(root / "vocab.json")
+    from studio.testwhisper import write_tiny_whisper
+
+    write_tiny_whisper(root / "whisper")
     (root / "README.txt").write_text(f"{LABEL}.\nWritten by studio.testmodel (layout v{VERSION}); "
                                      "safe to delete.\n", encoding="utf-8")
     (root / "COMPLETE").write_text("ok\n")

@@ -54,6 +54,13 @@ def cached_peaks(audio_path: str | Path, cache: Path) -> tuple[list[list[float]]
     return got
 
 
+KEYS = "arrows move 1 s (Shift: 10 s), Space plays or pauses, [ and ] mark a region's start and end"
+OWNER_HINT = ("Drag on the waveform (or use [ and ] while it has focus) to mark a region to regenerate; "
+              "click a region to hear it looped.")
+GUEST_HINT = ("Drag over a part, then click it to hear it looped; with the waveform focused, the arrows move "
+              "and Space plays.")
+
+
 def regions_html(take_id: str, audio_path: str | Path, cache: Path, caption: str = "", editable: bool = True) -> str:
     """The region editor's block: peaks and duration as data; regions.js draws and drives it. `caption`
     (plain text, e.g. the take's style-match figure) is shown above the waveform. Not `editable` (a shared,
@@ -65,12 +72,15 @@ def regions_html(take_id: str, audio_path: str | Path, cache: Path, caption: str
     return (f"<div class='wave-regions' data-take='{html.escape(take_id)}' data-duration='{duration:.3f}' "
             f"data-peaks='{html.escape(json.dumps(pk, separators=(',', ':')))}'>"
             + (f"<div class='wr-caption'>{html.escape(caption)}</div>" if caption else "")
-            + "<canvas class='wr-canvas' height='120'></canvas>"
+            # Focusable, named and driven by keys too (assets/ui/regions.js): arrows move the playhead,
+            # Space plays, [ and ] mark a region's start and end.
+            + f"<canvas class='wr-canvas' height='120' tabindex='0' role='slider' aria-valuemin='0' "
+            f"aria-valuemax='{duration:.1f}' aria-valuenow='0' aria-label='Waveform of the take: {html.escape(KEYS)}'></canvas>"
             "<div class='wr-list'></div>"
             "<div class='wr-actions'>"
             + ("<button type='button' class='wr-repaint'>Regenerate these regions</button>"
                "<button type='button' class='wr-extend'>Continue from the region's start</button>" if editable else "")
-            + "<span class='wr-hint'>Drag on the waveform to mark a region; click one to hear it looped.</span>"
+            + f"<span class='wr-hint'>{OWNER_HINT if editable else GUEST_HINT}</span>"
             "</div></div>")
 
 

@@ -58,8 +58,15 @@ class Song:
         return text, style, neg
 
     def options(self) -> dict:
-        return dict(steps=self.steps, seed=self.seed, cfg_strength=self.cfg, decode_window=self.window,
-                    decode_overlap=self.overlap)
+        """`Worker.submit`'s keywords for this song."""
+        return dict(song=self.params(), decode_window=self.window, decode_overlap=self.overlap)
+
+    def params(self) -> P.SongParams:
+        return P.SongParams(steps=self.steps, seed=self.seed, cfg=self.cfg)
+
+    def submit(self) -> P.Submit:
+        """The SUBMIT message for this song (for tests that speak the wire themselves)."""
+        return P.Submit(song=self.params(), decode_window=self.window, decode_overlap=self.overlap)
 
 
 @functools.lru_cache(maxsize=1)
@@ -83,8 +90,8 @@ def reference(song: Song, dit: str, vae: str) -> tuple[np.ndarray, np.ndarray]:
         d, v = _models(dit, vae)
         text, style, neg = song.inputs()
         lat = sample(d, text=torch.from_numpy(text)[None], style=torch.from_numpy(style)[None],
-                     negative_style=torch.from_numpy(neg)[None], duration=song.frames, steps=song.steps,
-                     cfg_strength=song.cfg, seed=song.seed)
+                     negative_style=torch.from_numpy(neg)[None], duration=song.frames,
+                     params=song.params())
         blocks = list(v.decode_windows(lat.transpose(1, 2), song.window, song.overlap))
         audio = torch.cat(blocks, dim=2)[0].numpy()
     finally:

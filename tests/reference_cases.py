@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from device_worker.protocol import SongParams
+
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
@@ -33,9 +35,9 @@ def song_kwargs(meta: dict, t: dict[str, torch.Tensor]) -> dict:
     # text ids come from the case (lyric layout is tested elsewhere); everything else from its JSON
     return dict(
         text=t["text"], style=t["style"], negative_style=t["negative_style"], duration=meta["N"],
-        cond=t["cond"], edit_segments=meta["latent_pred_segments"], steps=meta["steps"],
-        cfg_strength=meta["cfg_strength"], sway=meta["sway_sampling_coef"], seed=meta["seed"],
-        start_time=meta["start_time"],
+        cond=t["cond"],
+        params=SongParams(edit_segments=meta["latent_pred_segments"], steps=meta["steps"], cfg=meta["cfg_strength"],
+                          sway=meta["sway_sampling_coef"], seed=meta["seed"], start_time=meta["start_time"]),
     )
 
 

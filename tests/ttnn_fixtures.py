@@ -6,10 +6,15 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
+from device_worker.backends.base import JobSpec
+from device_worker.backends.ttnn.reference import DeviceShapedDiT
 from device_worker.model.dit import DiT, DiTConfig
+from device_worker.model.sampling import make_noise
+from device_worker.protocol import SongParams
 
 # Modules that bind `ttnn` at import: dropped before and after each stand-in test so each test gets a fresh
 # import against the stand-in and nothing bound to it survives into other tests.
@@ -78,3 +83,24 @@ def inputs(b: int, n: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
 
 def pcc(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(torch.corrcoef(torch.stack([a.flatten().double(), b.flatten().double()]))[0, 1])
+
+
+def song_spec(n: int = 200, steps: int = 3, cond: np.ndarray | None = None, **settings) -> JobSpec:
+    g = torch.Generator().manual_seed(5)
+    return JobSpec(text=torch.randint(0, 364, (n,), generator=g).numpy(), style=torch.randn(512, generator=g).numpy(),
+                   negative_style=torch.randn(512, generator=g).numpy(), cond=cond,
+                   song=SongParams(steps=steps, seed=7, **settings), decode_window=16, decode_overlap=4)
+
+
+def reference_song(dit, spec: JobSpec) -> torch.Tensor:
+    """The same song through the device-shaped reference with bf16 matrices (what the cache stores)."""
+    ref = DeviceShapedDiT(dit, weight_dtype=torch.bfloat16)
+    n = len(spec.text)
+    text = torch.from_numpy(spec.text)[None]
+    song = ref.prepare(torch.zeros(2, n, 64), torch.cat((text, torch.zeros_like(text))),
+                       torch.from_numpy(np.stack([spec.style, spec.negative_style])))
+    x, t = make_noise([spec.song.seed], n), torch.linspace(0, 1, spec.song.steps)
+    for k in range(spec.song.steps - 1):
+        v_c, v_u = ref.forward(torch.cat((x, x)), t[k], song).chunk(2)
+        x = x + (t[k + 1] - t[k]) * (v_c + (v_c - v_u) * spec.song.cfg)
+    return x[0]

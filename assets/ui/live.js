@@ -35,29 +35,54 @@
     if (el) return el;
     el = document.createElement("div");
     el.id = "live-player";
+    el.setAttribute("role", "region");
+    el.setAttribute("aria-label", "Live audio of the take being made");
     el.innerHTML = "<span class='live-dot'>●</span> <span class='live-text'></span> " +
-      "<button type='button' class='live-toggle'></button>";
+      "<button type='button' class='live-toggle'></button>" +
+      "<button type='button' class='live-close' aria-label='Close the live player' title='Close'>×</button>";
     el.querySelector(".live-toggle").addEventListener("click", () => {
       const c = audio();
       (c.state === "running" ? c.suspend() : c.resume()).then(render).catch(() => {});
+    });
+    // Closing stops the live audio; the finished take plays in the Take player.
+    el.querySelector(".live-close").addEventListener("click", () => {
+      live.closed = true;
+      if (ctx) ctx.suspend().catch(() => {});
+      hide();
     });
     const style = document.createElement("style"); // here, not in studio.css: this file is the whole feature
     style.textContent = "#live-player{position:fixed;left:50%;bottom:12px;transform:translateX(-50%);z-index:1000;" +
       "background:#1e293b;color:#f8fafc;border-radius:999px;padding:6px 8px 6px 16px;font-size:14px;" +
       "box-shadow:0 4px 16px rgba(0,0,0,.25);display:flex;gap:8px;align-items:center}" +
       "#live-player .live-dot{color:#94a3b8}#live-player.on .live-dot{color:#f97316}" +
-      "#live-player button{background:#f97316;color:#fff;border:0;border-radius:999px;padding:4px 12px;cursor:pointer}";
+      "#live-player button{background:#f97316;color:#fff;border:0;border-radius:999px;padding:4px 12px;cursor:pointer}" +
+      "#live-player .live-close{background:transparent;font-size:18px;padding:0 8px}" +
+      // The page scrolls past the bar instead of hiding its last lines under it.
+      "body.live-on{padding-bottom:72px}" +
+      "@media (max-width:640px){#live-player{bottom:auto;top:8px;max-width:94vw}body.live-on{padding-top:64px}}";
     document.head.appendChild(style);
     document.body.appendChild(el);
+    document.body.classList.add("live-on");
     return el;
+  }
+  function hide() {
+    document.getElementById("live-player")?.remove();
+    document.body.classList.remove("live-on");
   }
   const mmss = (s) => `${Math.floor(s / 60)}:${String(Math.floor(s % 60)).padStart(2, "0")}`;
   function render() {
-    if (!live.src) return;
-    const el = bar();
+    if (!live.src || live.closed) return;
     const c = audio();
     const made = live.scheduled / RATE;
     live.heard = Math.max(0, Math.min(made, c.currentTime - live.startAt));
+    // Once the take is made and nothing of it is left to hear (all played, or not playing), the bar goes:
+    // the finished take is in the Take player, and two players of one take read as two takes.
+    const over = live.state === "ended" && !queue.length && (c.state !== "running" || live.heard >= made - 0.05);
+    if (over) {
+      live.doneAt ??= performance.now();
+      if (performance.now() - live.doneAt > 1500) return hide();
+    } else live.doneAt = null;
+    const el = bar();
     const first = live.firstSoundMs != null ? ` · first sound after ${(live.firstSoundMs / 1000).toFixed(1)} s` : "";
     const what = live.error ? `live audio unavailable (${live.error})`
       : live.scheduled === 0 ? "waiting for the first decoded window…"
@@ -106,7 +131,7 @@
     // The next take of a batch plays after the one before it has been heard.
     const end = live.src ? live.startAt + live.scheduled / RATE : 0;
     Object.assign(live, { src, label, state: "streaming", received: 0, scheduled: 0, error: null,
-                          startAt: Math.max(end, c.currentTime) });
+                          startAt: Math.max(end, c.currentTime), closed: false, doneAt: null });
     render();
     try {
       const resp = await fetch(src, { cache: "no-store" });

@@ -6,7 +6,7 @@
 (() => {
   "use strict";
   const MIN_S = 0.2; // a shorter drag is a click, not a region
-  const st = { box: null, take: null, duration: 0, peaks: [], regions: [], drag: null, loop: null };
+  const st = { box: null, take: null, duration: 0, peaks: [], regions: [], drag: null, loop: null, mark: null };
   const takeAudio = () => document.querySelector("#take-audio audio");
   const fmt = (t) => t.toFixed(1);
   const clamp = (t) => Math.max(0, Math.min(st.duration, t));
@@ -54,6 +54,15 @@
     if (media && st.duration) {
       g.fillStyle = "white";
       g.fillRect(x(media.currentTime), 0, 1, h);
+    }
+    if (st.mark != null) {
+      g.fillStyle = "#facc15";
+      g.fillRect(x(st.mark), 0, 2, h);
+    }
+    const now = media ? media.currentTime : 0; // what a screen reader hears for the slider
+    if (cv.getAttribute("aria-valuenow") !== now.toFixed(1)) {
+      cv.setAttribute("aria-valuenow", now.toFixed(1));
+      cv.setAttribute("aria-valuetext", `${fmt(now)} of ${fmt(st.duration)} seconds`);
     }
   }
 
@@ -117,6 +126,7 @@
     if (box.dataset.take !== st.take) {
       st.regions = [];
       st.loop = null;
+      st.mark = null;
     }
     st.take = box.dataset.take;
     st.duration = Number(box.dataset.duration) || 0;
@@ -159,6 +169,44 @@
     draw();
   });
   window.addEventListener("resize", draw);
+
+  // The keyboard path (the canvas is focusable, studio/waveform.py names it): arrows move the playhead
+  // (Shift: 10 s), Home/End, Space or K plays/pauses, [ marks a region's start at the playhead and ]
+  // its end, Escape drops a half-marked region.
+  document.addEventListener("keydown", (e) => {
+    if (!e.target.closest || !e.target.closest("#take-regions .wr-canvas") || !st.duration) return;
+    const media = takeAudio();
+    const at = media ? media.currentTime : 0;
+    const seek = (t) => { if (media) media.currentTime = clamp(t); draw(); };
+    const step = e.shiftKey ? 10 : 1;
+    if (e.key === "ArrowLeft" || e.key === "ArrowDown") seek(at - step);
+    else if (e.key === "ArrowRight" || e.key === "ArrowUp") seek(at + step);
+    else if (e.key === "Home") seek(0);
+    else if (e.key === "End") seek(st.duration);
+    else if (e.key === " " || e.key === "k") {
+      if (media) (media.paused ? media.play() : Promise.resolve(media.pause())).catch(() => {});
+    } else if (e.key === "[") {
+      st.mark = clamp(at);
+      say(`Region starts at ${fmt(st.mark)} s: move on and press ] to end it.`);
+      draw();
+    } else if (e.key === "]") {
+      if (st.mark == null) return say("Press [ first to mark where the region starts.");
+      const added = normalise([...st.regions, { a: st.mark, b: clamp(at) }]);
+      if (added.length === st.regions.length && Math.abs(at - st.mark) < MIN_S) {
+        return say("A region needs some length: move the playhead on before pressing ].");
+      }
+      st.regions = added;
+      st.mark = null;
+      st.loop = null;
+      list();
+      draw();
+      say(`Region ${st.box.dataset.regions} marked.`);
+    } else if (e.key === "Escape" && st.mark != null) {
+      st.mark = null;
+      draw();
+    } else return;
+    e.preventDefault();
+  });
 
   // ------------------------------------------------------------ regions -> the edit form
   const note = () => document.querySelector("#take-note");

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from device_worker import controls
+from device_worker.protocol import SongParams
 from device_worker.shapes import DECODE_WINDOW, plan_windows
 from device_worker.wire import BF16, Tensor
 
@@ -38,13 +38,8 @@ class JobSpec:
     style: Tensor | None = None
     negative_style: Tensor | None = None
     cond: Tensor | None = None
-    edit_segments: list[list[int]] | None = None
-    steps: int = int(controls.STEPS.default)
-    cfg_strength: float = controls.CFG.default
-    seed: int = 0
-    start_time: float = 0.0
-    song_duration: float | None = None
-    sway: float | None = None
+    song: SongParams = field(default_factory=SongParams)
+    style_match: bool = False  # embed the finished take's style window (see protocol.Submit)
     decode_window: int = 128
     decode_overlap: int = 32
     latent: np.ndarray | None = None
@@ -221,10 +216,7 @@ class SamplerBackend(Backend):
         state = start_song(
             self.backbone, text=to_torch(spec.text)[None], style=to_torch(spec.style)[None],
             negative_style=to_torch(spec.negative_style)[None], duration=spec.frames,
-            cond=None if cond is None else cond[None],
-            edit_segments=[tuple(s) for s in spec.edit_segments] if spec.edit_segments else None,
-            steps=spec.steps, cfg_strength=spec.cfg_strength, sway=spec.sway, seed=spec.seed,
-            start_time=spec.start_time, song_duration=spec.song_duration,
+            cond=None if cond is None else cond[None], params=spec.song,
         )
         return self._track(JobHandle(spec, state, state.total, windows))
 

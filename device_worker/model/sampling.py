@@ -35,8 +35,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from device_worker import controls
 from device_worker.model.dit import drop_inputs, fp16_value
+from device_worker.protocol import SongParams
+
+_DEFAULT = SongParams()  # never mutated: a default argument
 
 __all__ = ["Backbone", "Cancelled", "SongState", "sample", "start_song", "step_song", "finish_song", "release_song",
            "make_noise"]
@@ -88,7 +90,7 @@ class SongState:
     # None once released
     cond: torch.Tensor  # (b, n, m) reference latent, pasted back outside pred_mask
     pred_mask: torch.Tensor  # (n,) bool, True = generated frame
-    cfg_strength: float
+    cfg: float  # guidance strength
     seed: int | list[int]  # the seed(s) the noise came from (drawn when none was given)
     k: int = 0  # Euler steps done
 
@@ -102,7 +104,7 @@ class SongState:
 
     @property
     def guided(self) -> bool:
-        return self.cfg_strength >= 1e-5  # upstream skips the unconditional branch below this
+        return self.cfg >= 1e-5  # upstream skips the unconditional branch below this
 
 
 def make_noise(seeds: Sequence[int], n: int, channels: int = 64) -> torch.Tensor:
@@ -137,18 +139,13 @@ def start_song(
     negative_style: torch.Tensor,  # (b, 512), used by the unconditional branch
     duration: int,  # n frames
     cond: torch.Tensor | None = None,  # (b, n', m) reference latent; padded with zeros / cropped to n
-    edit_segments: Sequence[tuple[int, int]] | None = None,  # frames to regenerate, end exclusive
-    steps: int = int(controls.STEPS.default),
-    cfg_strength: float = controls.CFG.default,
-    sway: float | None = None,
-    seed: int | Sequence[int] | None = None,
-    noise: torch.Tensor | None = None,  # (b, n, m), overrides seed
-    start_time: float = 0.0,
-    song_duration: float | None = None,  # full model only; default fp16(n / max_frames)
+    params: SongParams = _DEFAULT,  # steps, cfg, seed, sway, start_time, song_duration, edit_segments
+    noise: torch.Tensor | None = None,  # (b, n, m), overrides params.seed
 ) -> SongState:
     """Everything before the first Euler step: noise, masks, time grid and the prepared DiT inputs."""
     device, sd = dit.device, dit.state_dtype
     n, m = int(duration), dit.cfg.mel_dim
+    steps, seed, sway = params.steps, params.seed, params.sway
     if text.ndim != 2 or text.shape[1] != n:
         raise ValueError(f"text must be (batch, {n}) lyric ids (one per frame), got {tuple(text.shape)}")
     if steps < 2:
@@ -164,7 +161,7 @@ def start_song(
     if cond.shape[1] < n:
         cond = torch.nn.functional.pad(cond, (0, 0, 0, n - cond.shape[1]))
     cond = cond.to(device=device, dtype=sd)
-    pred_mask = _pred_mask(n, edit_segments, device)
+    pred_mask = _pred_mask(n, params.edit_segments, device)
     step_cond = torch.where(pred_mask[None, :, None], 0, cond)
 
     if noise is None:
@@ -184,14 +181,13 @@ def start_song(
         t = t + sway * (torch.cos(math.pi / 2 * t) - 1 + t)
 
     # upstream builds start_time / song_duration as fp16 tensors: round the values the same way
-    start = torch.full((b,), fp16_value(start_time), device=device, dtype=sd)
+    start = torch.full((b,), fp16_value(params.start_time), device=device, dtype=sd)
     dur = None
     if dit.cfg.duration_embed:
-        song_duration = n / dit.cfg.max_frames if song_duration is None else song_duration
+        song_duration = n / dit.cfg.max_frames if params.song_duration is None else params.song_duration
         dur = torch.full((b,), fp16_value(song_duration), device=device, dtype=sd)
 
-    guided = cfg_strength >= 1e-5
-    if guided:  # one batch of 2b: conditional items, then the unconditional ones (upstream's drop flags)
+    if params.cfg >= 1e-5:  # SongState.guided  # one batch of 2b: conditional items, then the unconditional ones (upstream's drop flags)
         u_cond, u_text, _ = drop_inputs(step_cond, text, negative_style, drop_audio_cond=True, drop_text=True)
         cache = dit.prepare(
             torch.cat((step_cond, u_cond)),
@@ -202,7 +198,7 @@ def start_song(
         )
     else:
         cache = dit.prepare(step_cond, text, style, start, dur)
-    return SongState(x, t, cache, cond, pred_mask, float(cfg_strength), seed)
+    return SongState(x, t, cache, cond, pred_mask, float(params.cfg), seed)
 
 
 @torch.inference_mode()
@@ -214,7 +210,7 @@ def step_song(dit: Backbone, state: SongState) -> None:
     t0, t1 = state.t[k], state.t[k + 1]
     if state.guided:
         v_c, v_u = dit.forward_prepared(torch.cat((x, x)), t0, state.cache).to(x.dtype).chunk(2)
-        v = v_c + (v_c - v_u) * state.cfg_strength
+        v = v_c + (v_c - v_u) * state.cfg
     else:
         v = dit.forward_prepared(x, t0, state.cache).to(x.dtype)
     state.x = x + (t1 - t0) * v
@@ -245,22 +241,13 @@ def sample(
     negative_style: torch.Tensor,
     duration: int,
     cond: torch.Tensor | None = None,
-    edit_segments: Sequence[tuple[int, int]] | None = None,
-    steps: int = int(controls.STEPS.default),
-    cfg_strength: float = controls.CFG.default,
-    sway: float | None = None,
-    seed: int | Sequence[int] | None = None,
+    params: SongParams = _DEFAULT,
     noise: torch.Tensor | None = None,
-    start_time: float = 0.0,
-    song_duration: float | None = None,
     callback: Callable[[int, int], bool | None] | None = None,
 ) -> torch.Tensor:
     """Sample a latent (b, n, 64); `callback(step, total)` after each step, returning False cancels."""
-    state = start_song(
-        dit, text=text, style=style, negative_style=negative_style, duration=duration, cond=cond,
-        edit_segments=edit_segments, steps=steps, cfg_strength=cfg_strength, sway=sway, seed=seed,
-        noise=noise, start_time=start_time, song_duration=song_duration,
-    )
+    state = start_song(dit, text=text, style=style, negative_style=negative_style, duration=duration, cond=cond,
+                       params=params, noise=noise)
     try:
         while not state.done:
             step_song(dit, state)

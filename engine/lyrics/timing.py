@@ -219,6 +219,7 @@ def _write(plan: TimingPlan, planned: list[list[PlannedLine]], tempo_bpm: float 
 
 
 def time_lyrics(plain_text: str, duration_s: float, *, tempo_bpm: float | None = None,
-                intro_s: float | None = None) -> str:
-    """A timed LRC for plain lyrics (see module docstring). Raises ValueError when they cannot fit."""
-    return plan_timing(plain_text, duration_s, tempo_bpm=tempo_bpm, intro_s=intro_s).lrc
+                intro_s: float | None = None, tokenizer: LyricTokenizer | None = None) -> str:
+    """A timed LRC for plain lyrics (see module docstring). Raises ValueError when they cannot fit.
+    `tokenizer`: the g2p the takes will use (the studio's; default: the model files' own)."""
+    return plan_timing(plain_text, duration_s, tempo_bpm=tempo_bpm, intro_s=intro_s, tokenizer=tokenizer).lrc

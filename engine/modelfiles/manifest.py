@@ -5,6 +5,9 @@ Honesty about pins (the hub cannot be reached from where this was written):
   checked. Approximate sizes are shown for the user.
 - MuQ-MuLan / MuQ / XLM-R: revisions pinned to commits seen pinned in a third-party project that
   downloads them; not verified here. Checksums unknown.
+- Whisper (the lyrics check): revisions pinned to commits seen pinned in third-party projects that
+  download them (openai/whisper-large-v3-turbo 41f01f3f, openai/whisper-small 973afd24); not verified
+  here. Checksums unknown.
 - Upstream GitHub files (g2p data, vocal.npy): pinned to DiffRhythm commit 28ad63c0 with their git blob
   ids (read from the repository), so they are fully verifiable; vocab.json, vocal.npy, the Chinese
   lexicon, the pinyin table and the polyphone ONNX model also have a size and a sha256 computed from
@@ -21,6 +24,7 @@ DIFFRHYTHM_COMMIT = "28ad63c0f096fe2ee258bcabbcf081d5d9366afd"  # ASLP-lab/DiffR
 APACHE_DR = "Apache-2.0 (DiffRhythm code and DiT weights, per the upstream README)"
 STABILITY = "Stability AI Community License (stable-audio-community; read it before commercial use)"
 CC_BY_NC = "CC-BY-NC-4.0 (MuQ weights: non-commercial use only)"
+WHISPER_LICENCE = "Apache-2.0 (Whisper weights, per the hub model card; OpenAI's Whisper code: MIT)"
 G2P_LICENCE = ("Apache-2.0 (upstream repository); upstream's g2p folder comes from Amphion, whose source "
                "headers say MIT")
 
@@ -84,6 +88,18 @@ MUQ = _hf("OpenMuQ/MuQ-large-msd-iter", "0562a57814f6f8bbd9fdea0a25921a2fce1a841
 XLMR = _hf("FacebookAI/xlm-roberta-base", "e73636d4f797dec63c3081bb6ed5c7b0bb3f2089", aliases=("xlm-roberta-base",))
 
 
+WHISPER_FILES = ("config.json", "generation_config.json", "model.safetensors", "preprocessor_config.json",
+                 "tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json",
+                 "added_tokens.json", "normalizer.json")
+
+
+def _whisper(name: str, repo: str, revision: str, weights: str, title: str, note: str) -> ModelSpec:
+    """A Whisper checkpoint in the hub layout; the worker loads the folder (device_worker.transcribe)."""
+    source = _hf(repo, revision)
+    files = tuple(FileSpec(source, f, approx=weights if f == "model.safetensors" else "< 3 MB") for f in WHISPER_FILES)
+    return ModelSpec(name, title, files, WHISPER_LICENCE, default=False, note=note)
+
+
 def _g2p(path: str, size: int | None, git_sha1: str, approx: str = "", sha256: str | None = None) -> FileSpec:
     return FileSpec(UPSTREAM, path, size=size, git_sha1=git_sha1, approx=approx, sha256=sha256)
 
@@ -131,6 +147,12 @@ MODELS: tuple[ModelSpec, ...] = (
                _g2p("g2p/sources/g2p_chinese_model/vocab.txt", 109534, "66b6d20eebda7da8499e68ef9b1980990c0042cc")),
               G2P_LICENCE, note="without it polyphones (还, 得, 为, ...) in Chinese lyrics may be read differently "
                                 "from upstream"),
+    _whisper("whisper-large-v3-turbo", "openai/whisper-large-v3-turbo", "41f01f3fe87f28c78e2fbf8b568835947dd65ed9",
+             "~1.6 GB", "Whisper large-v3-turbo (lyrics check; the default on a GPU)",
+             "809 M parameters, 4 decoder layers: large-v3's hearing at a fraction of its decode time"),
+    _whisper("whisper-small", "openai/whisper-small", "973afd24965f72e36ca33b3055d56a652f456b4d",
+             "~0.97 GB", "Whisper small (lyrics check; the default on the CPU)",
+             "244 M parameters (turbo: 809 M): small enough to hear takes beside the DiT on a CPU"),
     ModelSpec("negative-style", "negative style embedding (upstream infer/example/vocal.npy)",
               (FileSpec(UPSTREAM, "infer/example/vocal.npy", size=2176,
                         sha256="6cb7d74eb7a8eda12acb8247b21d373928301db8a8cb0db480d341799fed3ce5",

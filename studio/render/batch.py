@@ -41,6 +41,7 @@ class BatchOptions:
     single: bool = False  # the one-song form: problems without jobs-file line numbers
     db_url: str | None = None  # --session: the store's database (None: studio.db in the data folder)
     stream: Any = None  # stderr
+    best_of: int | None = None  # --best-of N: for the lines without their own "best_of"
 
 
 @dataclass
@@ -74,15 +75,20 @@ class Batch:
 
     def _run(self, engine: Any, cfg: Any, specs: list[Any]) -> Result:
         o = self.opts
-        parsed = parse_jobs(o.text, o.base_dir, validate=lambda r: engine.validate(r).problems)
+        parsed = parse_jobs(o.text, o.base_dir, validate=lambda r: engine.validate(r).problems, best_of=o.best_of)
         self._report(parsed)
         problems = [p.to_dict() for p in parsed.problems]
         if parsed.problems and (o.strict or not parsed.jobs):
+            summary = {"ok": False, "status": "refused", "problems": problems,
+                       "counts": {"invalid": len(parsed.invalid_lines)}}
             if not o.single:
                 why = "--strict: nothing was rendered" if o.strict else "no valid job: nothing was rendered"
                 self.say(f"error: {why}")
-            return Result(EXIT_USAGE, {"ok": False, "status": "refused", "problems": problems,
-                                       "counts": {"invalid": len(parsed.invalid_lines)}})
+            if not o.single and not o.strict:
+                # The morning reader looks in the manifest: a run where every line was bad says so there too
+                # (--strict stops before touching the output folder, as documented).
+                summary["manifest"] = self._refused_manifest(engine, specs, parsed)
+            return Result(EXIT_USAGE, summary)
         outdir = OutDir(o.outdir)
         try:
             outdir.prepare()
@@ -94,21 +100,43 @@ class Batch:
         finally:
             outdir.release()
 
-    def _run_jobs(self, engine: Any, specs: list[Any], parsed: ParsedJobs, problems: list[dict[str, Any]],
-                  outdir: OutDir) -> Result:
+    def _manifest(self, engine: Any, specs: list[Any], parsed: ParsedJobs) -> Manifest:
+        """The run's manifest with every invalid line already in it."""
         o = self.opts
-        settings = RunSettings(models=engine.model_ids, crop_frames=o.crop_frames,
-                               workers=tuple(sorted({f"{s.backend}/{s.precision}" for s in specs})))
         manifest = Manifest(o.outdir, {
             "manifest_version": 1, "jobs_file": o.source, "outdir": str(o.outdir), "started": now_iso(),
-            "models": engine.model_ids, "settings": {"policy": o.policy, "workers": [s.name for s in specs],
-                                                     "crop_frames": o.crop_frames, "resume": o.resume},
+            "models": engine.model_ids,
+            "settings": {"policy": o.policy, "workers": [s.name for s in specs], "crop_frames": o.crop_frames,
+                         "resume": o.resume},
             "pid": os.getpid(),
         })
         for p in parsed.problems:
             entry = manifest.jobs.get(p.line, {"problems": []})
             manifest.set(p.line, id=parsed.lines.get(p.line), outcome="invalid",
                          problems=entry.get("problems", []) + [p.to_dict()])
+        return manifest
+
+    def _refused_manifest(self, engine: Any, specs: list[Any], parsed: ParsedJobs) -> str | None:
+        """`OUTDIR/manifest.json` for a run with no valid job (status "refused"); its path, or None when
+        the folder is busy or cannot be written (the summary on stderr says the same)."""
+        outdir = OutDir(self.opts.outdir)
+        try:
+            outdir.prepare()
+        except (OutDirBusy, OSError) as exc:
+            self.say(f"error: {exc}")
+            return None
+        try:
+            self._manifest(engine, specs, parsed).write("refused")
+        finally:
+            outdir.release()
+        return str(Path(self.opts.outdir) / "manifest.json")
+
+    def _run_jobs(self, engine: Any, specs: list[Any], parsed: ParsedJobs, problems: list[dict[str, Any]],
+                  outdir: OutDir) -> Result:
+        o = self.opts
+        settings = RunSettings(models=engine.model_ids, crop_frames=o.crop_frames,
+                               workers=tuple(sorted({f"{s.backend}/{s.precision}" for s in specs})))
+        manifest = self._manifest(engine, specs, parsed)
         todo: list[Pending] = []
         for job in parsed.jobs:
             ident = identity(job, settings)

@@ -26,7 +26,8 @@ from typing import Any
 from engine.request import Reference, SongRequest, Style
 from engine.textfile import TextFileError, describe_mode, read_text_file
 
-KEYS = frozenset({"id", "lyrics", "style", "duration", "seed", "variations", "steps", "cfg", "formats", "edit"})
+KEYS = frozenset({"id", "lyrics", "style", "duration", "seed", "variations", "steps", "cfg", "formats", "edit",
+                  "best_of"})
 REQUIRED = ("id", "style", "duration")
 STYLE_KEYS = frozenset({"audio", "embedding"})
 EDIT_KEYS = frozenset({"song", "segments"})
@@ -65,6 +66,7 @@ class RenderJob:
     request: SongRequest
     raw: dict[str, Any]
     files: dict[str, str] = field(default_factory=dict)  # role -> resolved path (lyrics, style, edit.song)
+    best_of: int | None = None  # N variations, each heard by the lyrics check; the manifest picks the lowest PER
 
 
 @dataclass
@@ -84,8 +86,10 @@ def read_jobs_text(path: str) -> str:
     return read_text_file(path, limit=JOBS_FILE_LIMIT, allow_pipe=True).text
 
 
-def parse_jobs(text: str, base_dir: Path, validate: Callable[[SongRequest], list[Any]] | None = None) -> ParsedJobs:
+def parse_jobs(text: str, base_dir: Path, validate: Callable[[SongRequest], list[Any]] | None = None,
+               best_of: int | None = None) -> ParsedJobs:
     """Every job line checked; `validate(request)` returns the engine's problems (`engine.request.Problem`).
+    `best_of`: `--best-of N`, for the lines without their own "best_of".
 
     Relative paths in a job are relative to `base_dir` (the jobs file's folder), so a jobs file and its
     lyrics travel together. Every line of a duplicated id is invalid: which one was meant is unknowable.
@@ -97,7 +101,7 @@ def parse_jobs(text: str, base_dir: Path, validate: Callable[[SongRequest], list
     for number, raw_line in enumerate(split_lines(text), start=1):
         if not raw_line.strip(_JSON_SPACE):
             continue
-        job, line_problems = _parse_line(raw_line, number, base_dir)
+        job, line_problems = _parse_line(raw_line, number, base_dir, best_of)
         job_id = job.id if job is not None else _loose_id(raw_line)
         lines[number] = job_id
         if job_id is not None:
@@ -213,7 +217,7 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _parse_line(raw_line: str, n: int, base: Path) -> tuple[RenderJob | None, list[JobProblem]]:
+def _parse_line(raw_line: str, n: int, base: Path, best_of: int | None = None) -> tuple[RenderJob | None, list[JobProblem]]:
     try:
         obj = _load(raw_line)
     except ValueError as exc:
@@ -243,9 +247,10 @@ def _parse_line(raw_line: str, n: int, base: Path) -> tuple[RenderJob | None, li
         bad("id", id_problem)
     if "duration" in obj and not _is_number(obj["duration"]):
         bad("duration", f"a number of seconds, got {obj['duration']!r}")
-    for key in ("seed", "variations", "steps"):
+    for key in ("seed", "variations", "steps", "best_of"):
         if key in obj and not _is_int(obj[key]):
             bad(key, f"a whole number, got {obj[key]!r}")
+    best = _best_of(obj, best_of, bad)
     if "cfg" in obj and not _is_number(obj["cfg"]):
         bad("cfg", f"a number, got {obj['cfg']!r}")
     formats = obj.get("formats", ["wav"])
@@ -258,9 +263,27 @@ def _parse_line(raw_line: str, n: int, base: Path) -> tuple[RenderJob | None, li
     if style is None or any(p.field != "keys" for p in out):
         return None, out  # not typed well enough to ask the engine; an unknown key alone still is
     kwargs = {k: obj[k] for k in ("seed", "variations", "steps", "cfg") if k in obj}
+    if best is not None:
+        kwargs["variations"] = best
     request = SongRequest(lyrics=lyrics, style=style, duration=obj["duration"], formats=tuple(formats),
                           edit=edit, title=str(job_id), **kwargs)
-    return RenderJob(str(job_id), n, request, obj, files), out
+    return RenderJob(str(job_id), n, request, obj, files, best), out
+
+
+def _best_of(obj: dict[str, Any], default: int | None, bad: Callable[[str, str], None]) -> int | None:
+    """"best_of": N renders N variations (each checked by ear); the line's own value, else --best-of."""
+    from device_worker.controls import VARIATIONS
+
+    value = obj.get("best_of", default)
+    if value is None or not _is_int(value):
+        return None
+    if not VARIATIONS.lo <= value <= VARIATIONS.hi:
+        bad("best_of", f"{value} is out of range: {VARIATIONS.range_text}")
+        return None
+    if "variations" in obj and _is_int(obj["variations"]) and obj["variations"] != value and "best_of" in obj:
+        bad("best_of", f"best_of {value} renders {value} variations; drop \"variations\" ({obj['variations']})")
+        return None
+    return int(value)
 
 
 def _file_problem(path: Path) -> str | None:

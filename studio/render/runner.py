@@ -25,6 +25,7 @@ from typing import Any
 
 from studio.render.jobs import RenderJob
 from studio.render.outdir import RENDER_RECORD, Manifest, OutDir, now_iso, write_json
+from studio.render.pick import check_summary, pick
 from studio.render.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class Active:
     partial: Path
     started: float = field(default_factory=time.monotonic)
     takes: dict[int, Any] = field(default_factory=dict)  # take -> TakeResult
+    checks: dict[int, dict[str, Any]] = field(default_factory=dict)  # take -> its lyrics_check
     last_events: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=8))
 
 
@@ -130,6 +132,8 @@ class BatchRunner:
         self._record("event", job_id, e)
         if isinstance(e, ev.TakeDone):
             act.takes[e.result.take] = e.result
+        elif isinstance(e, ev.LyricsChecked):
+            act.checks[e.take] = e.check
         elif isinstance(e, ev.Done):
             self._done(act, e)
         elif isinstance(e, ev.Failed):
@@ -158,10 +162,12 @@ class BatchRunner:
         p = act.pending
         results = {t.take: t for t in e.takes} | act.takes
         takes = [{"take": r.take, "seed": r.seed, "files": {k: os.path.basename(v) for k, v in r.files.items()},
-                  "timings": r.timings, "worker": r.worker} for r in sorted(results.values(), key=lambda r: r.take)]
+                  "timings": r.timings, "worker": r.worker, "lyrics_check": check_summary(act.checks.get(r.take))}
+                 for r in sorted(results.values(), key=lambda r: r.take)]
+        chosen = {"pick": pick(takes)} if p.job.best_of else {}
         record = {"id": p.job.id, "line": p.job.line, "status": "done", "identity_hash": p.ident_hash,
                   "identity": p.ident, "takes": takes, "timings_s": e.timings, "finished": now_iso(),
-                  "request": p.job.raw}
+                  "request": p.job.raw, **chosen}
         write_json(act.partial / RENDER_RECORD, record)  # last: its presence means the folder is complete
         folder = self.outdir.commit(act.partial, p.job.id)
         self._active.pop(p.job.id, None)
@@ -171,7 +177,8 @@ class BatchRunner:
         self._record("done", p.job.id, takes, folder)
         self.manifest.set(p.job.line, outcome="done", seeds=[t["seed"] for t in takes], finished=now_iso(),
                           files=[{k: f"{p.job.id}/{v}" for k, v in t["files"].items()} for t in takes],
-                          timings_s=e.timings, wall_s=wall)
+                          timings_s=e.timings, wall_s=wall, lyrics_check=[t["lyrics_check"] for t in takes],
+                          **chosen)
         self.manifest.write("running")
         self.progress.end(p.job.id, "done")
 

@@ -52,7 +52,8 @@ def deliver(outdir: Path, out: Path) -> dict[str, str]:
     rec = read_json(folder / RENDER_RECORD)
     if rec is None or not rec.get("takes"):
         raise RuntimeError(f"the render left no complete song in {folder}")
-    take = rec["takes"][0]
+    picked = (rec.get("pick") or {}).get("take")  # best_of: the variation that sang its lyrics best
+    take = next((t for t in rec["takes"] if t["take"] == picked), rec["takes"][0])
     fmt = output_format(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     record_path = out.with_suffix(".json")

@@ -7,12 +7,18 @@ SQLite is the default: one file in the data folder, nothing to install. `postgre
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, func, make_url, select, text
 from sqlalchemy.engine import URL
+from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import QueuePool
 
 from .models import utcnow
@@ -23,6 +29,39 @@ ALEMBIC_DIR = Path(__file__).with_name("alembic")
 
 # pg_advisory_xact_lock key: studio processes starting together migrate one after the other.
 _MIGRATION_LOCK = 0x5354_5544_494F  # "STUDIO"
+
+
+class Database:
+    """One open database: its engine and short transactions, shared by the store's parts (takes and
+    sessions, leases, sharing, integrity), which each hold this object instead of each other.
+
+    Every `tx()` / `read()` is its own short transaction (SQLite WAL or PostgreSQL MVCC: readers never
+    wait on a writer), safe from any thread.
+    """
+
+    def __init__(self, engine: Engine, data_dir: Path) -> None:
+        self.engine = engine
+        self.data_dir = data_dir
+        self.sqlite = is_sqlite(engine)
+        self._session = sessionmaker(engine, expire_on_commit=False)
+        # SQLite has one writer: writers inside this process queue here rather than on the file's lock.
+        # A server database takes concurrent writers (row locks where it matters).
+        self._lock: Any = threading.Lock() if self.sqlite else contextlib.nullcontext()
+
+    @contextmanager
+    def tx(self) -> Iterator[Session]:
+        """A write transaction, committed on leaving the block."""
+        with self._lock, self._session() as s, s.begin():
+            yield s
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        with self._session() as s:
+            yield s
+
+    def now(self, s: Session) -> datetime:
+        """"Now" by the database's clock (see `now_expr`)."""
+        return db_now(s, self.engine)
 
 
 def make_engine(db: Path | str | URL) -> Engine:

@@ -2,37 +2,37 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import func, or_, select, text
 from sqlalchemy.orm import aliased
 
 from . import db
+from .db import Database
+from .leases import Leases
 from .models import ACTIVE_STATUSES, FINAL_STATUSES, SessionRow, ShareLinkRow, TakeRow
-
-if TYPE_CHECKING:
-    from .store import Store
 
 KNOWN_STATUSES = frozenset((*ACTIVE_STATUSES, *FINAL_STATUSES))
 TABLES = ("sessions", "takes", "styles", "share_links", "runners", "alembic_version")
 
 
-def check(store: Store) -> list[str]:
+def check(database: Database, leases: Leases) -> list[str]:
     """The engine's own checks (SQLite's integrity_check and foreign_key_check; PostgreSQL's amcheck on
     the store's indexes where that extension is installed), the schema at head, and the store's
     invariants: no orphans, known statuses, progress within 0..1, no take queued or running for a
     process that is gone (recovery not run)."""
     problems: list[str] = []
-    with store.engine.connect() as conn:
-        if store.sqlite:
+    engine = database.engine
+    with engine.connect() as conn:
+        if database.sqlite:
             verdict = [r[0] for r in conn.exec_driver_sql("PRAGMA integrity_check")]
             if verdict != ["ok"]:
                 problems += [f"sqlite integrity_check: {v}" for v in verdict]
             problems += [f"sqlite foreign_key_check: {tuple(r)}"
                          for r in conn.exec_driver_sql("PRAGMA foreign_key_check")]
-        elif store.engine.dialect.name == "postgresql":
+        elif engine.dialect.name == "postgresql":
             problems += _pg_amcheck(conn)
-    rev, head = db.current_revision(store.engine), db.head_revision()
+    rev, head = db.current_revision(engine), db.head_revision()
     if rev != head:
         problems.append(f"schema at revision {rev}, head is {head}")
     parent = aliased(TakeRow)
@@ -48,12 +48,12 @@ def check(store: Store) -> list[str]:
         "takes with progress outside 0..1": select(func.count()).select_from(TakeRow).where(
             or_(TakeRow.progress < 0, TakeRow.progress > 1)),
     }
-    with store._read() as s:
+    with database.read() as s:
         for what, stmt in checks.items():
             n = int(s.scalar(stmt) or 0)
             if n:
                 problems.append(f"{n} {what}")
-        orphaned = store._leases.orphaned(s)
+        orphaned = leases.orphaned(s)
     if orphaned:
         problems.append(f"{len(orphaned)} take(s) queued/running for a process that is gone "
                         f"(recover_interrupted not run): {orphaned[:5]}")

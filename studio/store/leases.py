@@ -21,19 +21,17 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from . import db
+from .db import Database, now_expr
 from .models import ACTIVE_STATUSES, INTERRUPTED, RunnerRow, TakeRow, utcnow
 from .runner_id import pid_namespace, process_alive, runner_host, this_host, this_runner
-
-if TYPE_CHECKING:
-    from .store import Store
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +58,15 @@ def gone(runner: str | None, lease: RunnerRow | None, now: datetime) -> bool:
 
 
 class Leases:
-    """This process's lease on one store, and that store's recovery."""
+    """This process's lease on one database, and that database's recovery.
 
-    def __init__(self, store: Store, *, enabled: bool, lease_s: float = LEASE_S,
-                 heartbeat_s: float = HEARTBEAT_S) -> None:
-        self.store = store
+    `on_beat`: called after each background beat (the store's `recover_interrupted`, so that a runner
+    that stopped on another host is noticed while this one runs)."""
+
+    def __init__(self, db: Database, *, enabled: bool, lease_s: float = LEASE_S,
+                 heartbeat_s: float = HEARTBEAT_S, on_beat: Callable[[], Any] | None = None) -> None:
+        self.db = db
+        self.on_beat = on_beat
         self.enabled = enabled
         self.lease_s, self.heartbeat_s = float(lease_s), float(heartbeat_s)
         self._lock = threading.Lock()
@@ -85,9 +87,9 @@ class Leases:
     def heartbeat(self) -> None:
         """Renew this process's lease: create its row, or re-create it after another process's recovery
         judged this one gone (the takes it interrupted then stay interrupted)."""
-        me, engine = this_runner(), self.store.engine
-        now = db.now_expr(engine)
-        with self.store._tx() as s:
+        me, engine = this_runner(), self.db.engine
+        now = now_expr(engine)
+        with self.db.tx() as s:
             renewed = s.execute(
                 update(RunnerRow).where(RunnerRow.id == me).values(heartbeat_at=now, lease_s=self.lease_s)
             ).rowcount
@@ -118,16 +120,17 @@ class Leases:
         while not self._stop.wait(self.heartbeat_s):
             try:
                 self.heartbeat()
-                self.store.recover_interrupted()
+                if self.on_beat is not None:
+                    self.on_beat()
             except Exception as exc:  # a database restart: keep trying; the lease says the rest
                 log.warning("[store] heartbeat failed: %s", exc)
 
     # ---------------------------------------------------------------- recovery
     def recover(self) -> list[TakeRow]:
         """Mark the takes of gone processes interrupted; returns the changed rows."""
-        store, me = self.store, this_runner()
-        with store._read() as s:
-            now = db.db_now(s, store.engine)
+        me = this_runner()
+        with self.db.read() as s:
+            now = self.db.now(s)
             active = s.execute(select(TakeRow.id, TakeRow.runner).where(TakeRow.status.in_(ACTIVE_STATUSES))).all()
             leases = {r.id: r for r in s.scalars(select(RunnerRow))}
         suspects = {runner for _, runner in active if gone(runner, leases.get(runner or ""), now)}
@@ -135,14 +138,14 @@ class Leases:
         if not suspects and not run_out:
             return []
         dead: list[TakeRow] = []
-        with store._tx() as s:
+        with self.db.tx() as s:
             # Judged again under the leases' locks (id order: two recoveries never deadlock): a beat that
             # landed since the read above keeps its takes.
             names = sorted(r for r in suspects | run_out if r)
             locked = {r.id: r for r in s.scalars(
                 select(RunnerRow).where(RunnerRow.id.in_(names)).order_by(RunnerRow.id).with_for_update()
                 .execution_options(populate_existing=True))} if names else {}
-            now = db.db_now(s, store.engine)
+            now = self.db.now(s)
             dead_runners = {r for r in suspects if gone(r, locked.get(r or ""), now)}
             ids = [tid for tid, runner in active if runner in dead_runners]
             if ids:
@@ -167,7 +170,7 @@ class Leases:
 
     def orphaned(self, s: Session) -> list[str]:
         """Ids of takes queued/running for a process that is gone (what recovery would change)."""
-        now = db.db_now(s, self.store.engine)
+        now = self.db.now(s)
         leases: dict[str, Any] = {r.id: r for r in s.scalars(select(RunnerRow))}
         rows = s.execute(select(TakeRow.id, TakeRow.runner).where(TakeRow.status.in_(ACTIVE_STATUSES)))
         return [tid for tid, runner in rows if gone(runner, leases.get(runner or ""), now)]

@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import select
 
+from .db import Database
 from .models import ACTIVE_STATUSES, SessionRow, ShareLinkRow, TakeRow, utcnow
 from .rows import StoreError, denormalise, get_row, session_row, take_count
 from .views import SessionInfo, ShareInfo
 
 
 class Sharing:
-    """`Store`'s share-link and copy calls (a mixin: `_tx` and `_read` are the store's)."""
+    """Share links and session copies on one database (`Store` composes one and forwards its calls)."""
 
-    _tx: Any
-    _read: Any
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def share(self, session_id: str) -> ShareInfo:
         """The session's live link (created on first use; a revoked link is never reused)."""
-        with self._tx() as s:
+        with self.db.tx() as s:
             session_row(s, session_id)
             row = s.scalars(
                 select(ShareLinkRow).where(
@@ -32,7 +31,7 @@ class Sharing:
         return ShareInfo.of(row)
 
     def revoke(self, token: str) -> ShareInfo:
-        with self._tx() as s:
+        with self.db.tx() as s:
             row = get_row(s, ShareLinkRow, token)
             if row is None:
                 raise StoreError("no such share link")
@@ -40,7 +39,7 @@ class Sharing:
         return ShareInfo.of(row)
 
     def share_links(self, session_id: str) -> list[ShareInfo]:
-        with self._read() as s:
+        with self.db.read() as s:
             stmt = select(ShareLinkRow).where(ShareLinkRow.session_id == session_id)
             return [ShareInfo.of(r) for r in s.scalars(stmt.order_by(ShareLinkRow.created_at))]
 
@@ -48,7 +47,7 @@ class Sharing:
         """The shared session, or None when the token is unknown or revoked."""
         if not token or len(token) > 64:
             return None
-        with self._read() as s:
+        with self.db.read() as s:
             link = get_row(s, ShareLinkRow, token)
             if link is None or link.revoked_at is not None:
                 return None
@@ -60,7 +59,7 @@ class Sharing:
 
         Audio files are shared (takes are only soft-deleted, so a file is never removed under a copy).
         """
-        with self._tx() as s:
+        with self.db.tx() as s:
             src = session_row(s, session_id)
             copy = SessionRow(
                 title=f"{src.title} (copy)", owner=owner, inputs=dict(src.inputs), copied_from=src.id

@@ -20,26 +20,22 @@ studio already offers to retry.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Text, func, or_, select
 from sqlalchemy.engine import URL
-from sqlalchemy.orm import Session, sessionmaker
 
 from . import db, integrity
+from .db import Database
 from .leases import HEARTBEAT_S, LEASE_S, Leases
 from .models import ACTIVE_STATUSES, INTERRUPTED, QUEUED, SessionRow, StyleRow, TakeRow, clean_text, utcnow
 from .rows import StoreError, denormalise, get_row, session_row, take_count, take_row
 from .runner_id import this_runner
 from .sharing import Sharing
-from .views import SessionInfo, StyleInfo, TakeInfo, relative_to_data
+from .views import SessionInfo, ShareInfo, StyleInfo, TakeInfo, relative_to_data
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +50,11 @@ RUNNER_FIELDS = frozenset({"status", "progress", "phase", "error", "files", "see
                            "record", "runner"})
 
 
-class Store(Sharing):
+class Store:
     """Sessions, takes, saved styles and share links in one database (migrated on open).
+
+    Composed of parts that share one `Database` and not each other: `Leases` (heartbeats, recovery),
+    `Sharing` (share links, copies), `integrity.check`.
 
     `path`: the data folder (or its `studio.db`); the database is that file unless `db_url` names
     another one (`studio serve/render --db`, default `$STUDIO_DB_URL`). Files are always kept relative
@@ -72,21 +71,19 @@ class Store(Sharing):
         else:  # a data directory
             data_dir, path = path, path / DB_NAME
         data_dir.mkdir(parents=True, exist_ok=True)
-        self.engine = db.make_engine(path if db_url is None else db_url)
-        if not db.is_sqlite(self.engine):
+        engine = db.make_engine(path if db_url is None else db_url)
+        if not db.is_sqlite(engine):
             path = None
         elif db_url is not None:
-            path = Path(self.engine.url.database or path)
+            path = Path(engine.url.database or path)
         self.path: Path | None = path  # the SQLite file; None on a server database
-        self.data_dir = data_dir
-        self.sqlite = db.is_sqlite(self.engine)
+        self.db = Database(engine, data_dir)
+        self.engine, self.data_dir, self.sqlite = engine, data_dir, self.db.sqlite
         self.leases = (not self.sqlite) if leases is None else bool(leases)
-        self._leases = Leases(self, enabled=self.leases, lease_s=lease_s, heartbeat_s=heartbeat_s)
-        db.migrate(self.engine)
-        self._session = sessionmaker(self.engine, expire_on_commit=False)
-        # SQLite has one writer: writers inside this process queue here rather than on the file's lock.
-        # A server database takes concurrent writers (row locks where it matters).
-        self._lock: Any = threading.Lock() if self.sqlite else contextlib.nullcontext()
+        self._leases = Leases(self.db, enabled=self.leases, lease_s=lease_s, heartbeat_s=heartbeat_s,
+                              on_beat=self.recover_interrupted)
+        self.sharing = Sharing(self.db)
+        db.migrate(engine)
         self._dropped: set[str] = set()  # takes whose late writes were dropped (warned about once)
 
     @property
@@ -103,16 +100,6 @@ class Store(Sharing):
         self._leases.close()
         self.engine.dispose()
 
-    @contextmanager
-    def _tx(self) -> Iterator[Session]:
-        with self._lock, self._session() as s, s.begin():
-            yield s
-
-    @contextmanager
-    def _read(self) -> Iterator[Session]:
-        with self._session() as s:
-            yield s
-
     # ---------------------------------------------------------------- sessions
     def create_session(
         self, title: str = "", *, owner: str | None = None, inputs: dict[str, Any] | None = None
@@ -120,19 +107,19 @@ class Store(Sharing):
         inputs = dict(inputs or {})
         row = SessionRow(title=title.strip() or _title_from(inputs), owner=owner, inputs=inputs)
         denormalise(row, inputs)
-        with self._tx() as s:
+        with self.db.tx() as s:
             s.add(row)
         return SessionInfo.of(row)
 
     def get_session(self, session_id: str) -> SessionInfo | None:
-        with self._read() as s:
+        with self.db.read() as s:
             row = get_row(s, SessionRow, session_id)
             return SessionInfo.of(row, take_count(s, row.id)) if row else None
 
     def update_session(
         self, session_id: str, *, title: str | None = None, inputs: dict[str, Any] | None = None
     ) -> SessionInfo:
-        with self._tx() as s:
+        with self.db.tx() as s:
             row = session_row(s, session_id)
             if title is not None:
                 row.title = title.strip() or row.title
@@ -144,15 +131,11 @@ class Store(Sharing):
 
     def adopt_ownerless(self, owner: str) -> int:
         """Give sessions without an owner (made before owners were enforced) to `owner`; returns how many."""
-        with self._tx() as s:
+        with self.db.tx() as s:
             rows = s.scalars(select(SessionRow).where(SessionRow.owner.is_(None))).all()
             for row in rows:
                 row.owner = owner
         return len(rows)
-
-    def delete_session(self, session_id: str) -> None:
-        with self._tx() as s:
-            s.delete(session_row(s, session_id))
 
     def list_sessions(self, owner: str | None = None, *, limit: int = 100) -> list[SessionInfo]:
         """Newest first. With `owner`: that owner's sessions only. Without: all (operators, migrations);
@@ -182,7 +165,7 @@ class Store(Sharing):
                     take_match.exists(),
                 )
             )
-        with self._read() as s:
+        with self.db.read() as s:
             rows = s.scalars(stmt).all()
             counts = dict(
                 s.execute(
@@ -197,7 +180,7 @@ class Store(Sharing):
         """How many of `owner`'s takes are queued or rendering (per-owner admission)."""
         stmt = (select(func.count()).select_from(TakeRow).join(SessionRow, TakeRow.session_id == SessionRow.id)
                 .where(SessionRow.owner == owner, TakeRow.status.in_(ACTIVE_STATUSES)))
-        with self._read() as s:
+        with self.db.read() as s:
             return int(s.execute(stmt).scalar() or 0)
 
     # ---------------------------------------------------------------- takes
@@ -217,7 +200,7 @@ class Store(Sharing):
             # The lease first: a take is never in the database under a runner that holds no lease (a
             # process dying in between would leave it to nobody, see `leases`).
             self._leases.hold()
-        with self._tx() as s:
+        with self.db.tx() as s:
             session = session_row(s, session_id)
             if parent_id is not None and get_row(s, TakeRow, parent_id) is None:
                 raise StoreError(f"parent take {parent_id!r} does not exist")
@@ -240,7 +223,7 @@ class Store(Sharing):
             raise StoreError(f"update_take: unknown field(s) {sorted(unknown)}; allowed: {sorted(TAKE_FIELDS)}")
         if "files" in fields and fields["files"] is not None:
             fields["files"] = {k: relative_to_data(v, self.data_dir) for k, v in fields["files"].items()}
-        with self._tx() as s:
+        with self.db.tx() as s:
             # The row lock orders this write against a recovery of the same take in another process.
             row = take_row(s, take_id, lock=True)
             if row.status == INTERRUPTED and RUNNER_FIELDS & set(fields):
@@ -258,7 +241,7 @@ class Store(Sharing):
         return TakeInfo.of(row, self.data_dir)
 
     def get_take(self, take_id: str) -> TakeInfo | None:
-        with self._read() as s:
+        with self.db.read() as s:
             row = get_row(s, TakeRow, take_id)
             return TakeInfo.of(row, self.data_dir) if row else None
 
@@ -266,7 +249,7 @@ class Store(Sharing):
         stmt = select(TakeRow).where(TakeRow.session_id == session_id).order_by(TakeRow.created_at, TakeRow.id)
         if not include_deleted:
             stmt = stmt.where(TakeRow.deleted_at.is_(None))
-        with self._read() as s:
+        with self.db.read() as s:
             return [TakeInfo.of(r, self.data_dir) for r in s.scalars(stmt)]
 
     def rename_take(self, take_id: str, name: str) -> TakeInfo:
@@ -283,7 +266,7 @@ class Store(Sharing):
         return self._set_deleted(take_id, None)
 
     def _set_deleted(self, take_id: str, when: Any) -> TakeInfo:
-        with self._tx() as s:
+        with self.db.tx() as s:
             row = take_row(s, take_id)
             row.deleted_at = when
             row.updated_at = utcnow()
@@ -309,7 +292,23 @@ class Store(Sharing):
 
     def check_integrity(self) -> list[str]:
         """What is wrong with the database; empty when nothing is (see `integrity.check`)."""
-        return integrity.check(self)
+        return integrity.check(self.db, self._leases)
+
+    # ---------------------------------------------------------------- share links (see `sharing`)
+    def share(self, session_id: str) -> ShareInfo:
+        return self.sharing.share(session_id)
+
+    def revoke(self, token: str) -> ShareInfo:
+        return self.sharing.revoke(token)
+
+    def share_links(self, session_id: str) -> list[ShareInfo]:
+        return self.sharing.share_links(session_id)
+
+    def resolve_share(self, token: str) -> SessionInfo | None:
+        return self.sharing.resolve_share(token)
+
+    def copy_session(self, session_id: str, *, owner: str | None = None) -> SessionInfo:
+        return self.sharing.copy_session(session_id, owner=owner)
 
     # ---------------------------------------------------------------- saved styles
     def save_style(
@@ -321,27 +320,27 @@ class Store(Sharing):
         if len(name) > 200 or "\x00" in name:
             raise StoreError("a saved style's name is at most 200 characters, with no NUL")
         emb = relative_to_data(embedding_path, self.data_dir) if embedding_path else None
-        with self._tx() as s:
+        with self.db.tx() as s:
             row = s.scalars(select(StyleRow).where(StyleRow.name == name)).first() or StyleRow(name=name)
             row.prompt, row.embedding_path, row.source = prompt, emb, source
             s.add(row)
         return StyleInfo.of(row, self.data_dir)
 
     def list_styles(self) -> list[StyleInfo]:
-        with self._read() as s:
+        with self.db.read() as s:
             return [StyleInfo.of(r, self.data_dir) for r in s.scalars(select(StyleRow).order_by(StyleRow.name))]
 
     def get_style(self, name: str) -> StyleInfo | None:
         if "\x00" in name:
             return None
-        with self._read() as s:
+        with self.db.read() as s:
             row = s.scalars(select(StyleRow).where(StyleRow.name == name)).first()
             return StyleInfo.of(row, self.data_dir) if row else None
 
     def delete_style(self, name: str) -> None:
         if "\x00" in name:
             return
-        with self._tx() as s:
+        with self.db.tx() as s:
             row = s.scalars(select(StyleRow).where(StyleRow.name == name)).first()
             if row is not None:
                 s.delete(row)

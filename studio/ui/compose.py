@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import gradio as gr
 
@@ -25,11 +27,22 @@ class ComposeUI:
 
 
 def lyric_examples() -> dict[str, str]:
-    """Example lyrics shipped in assets/lyrics (English and Chinese): label -> path."""
+    """Example lyrics shipped in assets/lyrics (English and Chinese): label -> path. The label says what a
+    musician picks: the song's title, its language, and whether it is timed (into the lyrics box) or plain
+    (into the timing helper)."""
     if not LYRIC_EXAMPLES.is_dir():
         return {}
     files = sorted(p for p in LYRIC_EXAMPLES.iterdir() if p.suffix in (".lrc", ".txt"))
-    return {p.stem.replace("_", " ").replace("-", " "): str(p) for p in files}
+    return {_example_label(p): str(p) for p in files}
+
+
+def _example_label(path: Path) -> str:
+    text = path.read_text(encoding="utf-8")
+    title = re.search(r"^\[ti:(.+?)\]\s*$", text, re.MULTILINE)
+    name = title.group(1).strip() if title else path.stem.replace("_", " ").replace("-", " ").title()
+    language = "Mandarin" if re.search(r"[\u4e00-\u9fff]", text) else "English"
+    kind = "timed" if path.suffix == ".lrc" else "plain, for the timing helper"
+    return f"{name} ({language}, {kind})"
 
 
 def build() -> ComposeUI:

@@ -10,6 +10,8 @@ import gradio as gr
 from device_worker import controls
 from studio.page_files import signed
 
+SEED_INFO = ("random each time is on: this shows the seed the last Generate drew; untick it to choose "
+             "one (the same seed and settings remake the same song)")
 EDIT_MODES = [("New song", "none"), ("Regenerate time ranges of a take", "edit"),
               ("Continue a take from a point", "continue")]
 
@@ -47,9 +49,12 @@ def build() -> GenerateUI:
             steps = _slider(controls.STEPS, 1, elem_id="steps")
             cfg = _slider(controls.CFG, 0.1)
         with gr.Row():
-            seed = gr.Number(label=controls.SEED.label, value=controls.SEED.default, precision=0,
-                             minimum=controls.SEED.lo, maximum=controls.SEED.hi, info=controls.SEED.help)
-            random_seed = gr.Checkbox(label="Random seed each time (recorded per take)", value=True)
+            # Off while "Random seed each time" is on (a 0 there read as "seed 0"); it then shows the seed
+            # the last Generate drew, so unticking keeps that take's seed (studio/seedbox.py).
+            seed = gr.Number(label=controls.SEED.label, value=None, precision=0, interactive=False,
+                             minimum=controls.SEED.lo, maximum=controls.SEED.hi, info=SEED_INFO, elem_id="seed")
+            random_seed = gr.Checkbox(label="Random seed each time (recorded per take)", value=True,
+                                      elem_id="random-seed")
             variations = _slider(controls.VARIATIONS, 1, elem_id="variations")
         formats = gr.CheckboxGroup(["wav", "flac", "mp3", "ogg"], value=["wav", "flac", "mp3"],
                                    label="Files to write (WAV always)")
@@ -61,14 +66,15 @@ def build() -> GenerateUI:
                                      elem_id="edit-ranges")
             continue_from = gr.Number(label="Continue from (s)", value=30, minimum=0, maximum=285,
                                       elem_id="continue-from")
-    with gr.Row():
+    with gr.Row(elem_id="gen-buttons"):  # kept in reach on a phone (studio.css)
         generate = gr.Button("Generate", variant="primary", elem_id="generate", scale=3)
         cancel = gr.Button("Cancel", variant="stop", elem_id="cancel", scale=1)
     message = gr.Markdown(elem_id="gen-message")
     progress = gr.HTML(elem_id="progress")
     # While a take renders, the page's live player (assets/ui/live.js) plays its decoded windows as they
-    # arrive; this player gets the finished file.
+    # arrive; the finished take plays in the Take player. A second player of the same file here read as two
+    # takes (the walk), so this one stays hidden and empty (kept: the follow events still name it).
     preview = signed(gr.Audio(label="Latest finished take", type="filepath", interactive=False, elem_id="preview",
-                              buttons=[]))
+                              buttons=[], visible=False))
     return GenerateUI(duration, steps, cfg, seed, random_seed, variations, formats, edit_mode,
                       edit_take, edit_ranges, continue_from, generate, cancel, message, progress, preview)

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 import gradio as gr
 
 from studio.page_files import signed
+from studio.ui import resing as resing_ui
 
-SORTS = ["newest first", "best style match first"]  # handlers_takes._listing knows both
+SORTS = ["newest first", "best style match first", "most words sung first"]  # handlers_takes._listing knows each
 
 
 @dataclass
@@ -39,6 +40,8 @@ class TakesUI:
     ab_a: gr.Dropdown
     ab_b: gr.Dropdown
     ab_players: gr.HTML
+    delete_cancelled: gr.Button
+    resing: resing_ui.ResingUI  # what the lyrics check heard, and re-singing lines (studio.handlers_resing)
 
 
 def build() -> TakesUI:
@@ -46,12 +49,19 @@ def build() -> TakesUI:
         listing = gr.Radio(label="Takes in this session", choices=[], elem_id="takes", scale=5)
         refresh = gr.Button("↻", scale=0, min_width=40, elem_id="takes-refresh")
     sort = gr.Radio(SORTS, value=SORTS[0], label="Order", elem_id="takes-sort")
+    with gr.Row(elem_id="takes-tidy"):
+        # Hiding is the browser's (assets/ui/takes.js keeps it across reloads); deleting is the server's.
+        gr.HTML("<label class='hide-cancelled'><input type='checkbox' id='hide-cancelled-box'> "
+                "Hide cancelled takes</label>", elem_id="hide-cancelled")
+        delete_cancelled = gr.Button("Delete cancelled takes", size="sm", scale=0, min_width=180,
+                                     elem_id="delete-cancelled")
     # The plain player keeps its <audio> in the page, so the lyric lines can follow and seek it (the
     # waveform picture below shows the shape).
     # `signed`: it plays signed file URLs (studio/page_files.py), never a server path.
     audio = signed(gr.Audio(label="Take", type="filepath", interactive=False, elem_id="take-audio",
                             waveform_options=gr.WaveformOptions(show_recording_waveform=False)))
     lyric_lines = gr.HTML(elem_id="lyric-lines")
+    resing = resing_ui.build()
     # Drag regions on it to repaint or extend them (studio/waveform.py sends the peaks).
     waveform = gr.HTML(elem_id="take-regions")
     lyrics_view = gr.Textbox(label="Lyrics (as timed)", lines=6, interactive=False, elem_id="take-lyrics")
@@ -79,4 +89,4 @@ def build() -> TakesUI:
         ab_players = gr.HTML(elem_id="ab-players")
     return TakesUI(listing, sort, refresh, audio, lyric_lines, waveform, lyrics_view, files, record, name, rename, star,
                    delete, undo, retry, use_settings, use_reference, use_edit, cancel_take, note, undo_id, actions,
-                   ab, ab_a, ab_b, ab_players)
+                   ab, ab_a, ab_b, ab_players, delete_cancelled, resing)

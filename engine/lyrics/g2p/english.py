@@ -136,7 +136,7 @@ def _say_number(m: re.Match[str]) -> str:
 # Upstream's rules, written to run in linear time with the same matches: each is anchored at the start of
 # a run ((?<![0-9]) etc.; unanchored, a failing match is retried from every digit of a long run), and
 # `[0-9.,]*[0-9]+` became `[0-9.,]*[0-9]` (the nested quantifiers backtracked over every split point).
-# Quadratic before: 2000 digits took seconds. tests/test_lyrics_g2p.py checks both give the same text.
+# Quadratic before: 2000 digits took seconds. tests/lyrics/test_lyrics_g2p.py checks both give the same text.
 _NUMBER_RULES: list[tuple[re.Pattern[str], Any]] = [
     (re.compile(r"(?<![0-9])([0-9][0-9,]+[0-9])"), lambda m: m.group(1).replace(",", "")),
     (re.compile(r"£([0-9,]*[0-9])"), r"\1 pounds"),

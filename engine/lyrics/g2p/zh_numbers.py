@@ -1,7 +1,7 @@
 """Arabic numbers inside Chinese text read as Chinese numerals, the way upstream reads them.
 
 Upstream's Mandarin front end calls `cn2an.transform(text, "an2cn")` before anything else. Its observable
-rules, reproduced here (and checked against cn2an 0.5.23 in tests/test_lyrics_zh.py):
+rules, reproduced here (and checked against cn2an 0.5.23 in tests/lyrics/test_lyrics_zh.py):
 
 1. dates: the digits of a year (`2024年`, 2-4 digits before 年) are read one by one (二零二四年); a
    month or day number (`12月25日`) is read as a number (十二月二十五日);

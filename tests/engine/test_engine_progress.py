@@ -1,0 +1,127 @@
+"""Honest progress from the pipeline (issue 18, item 5): the waiting takes of a half-admitted job are
+named with their position and ETA, one variation can be cancelled without its siblings, step counts read
+as asked, and the ETA counts the decode from the first step."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from engine_fakes import FakeDevice, Req, make
+
+from engine.events import Cancelled, Done, Queued, Step, TakeCancelled, TakeDone, TakeEta
+from engine.jobs import EngineJob
+from engine.units import JobContext
+
+
+def submit(pipe, req, seeds):
+    job = EngineJob(req)
+    ctx = JobContext(job, req, seeds)
+    job._on_cancel = lambda j, reason: pipe.cancel(ctx)
+    job._on_cancel_take = lambda j, take, reason: pipe.cancel_take(ctx, take, reason)
+    pipe.submit(ctx)
+    return job
+
+
+def test_a_half_admitted_job_names_its_waiting_takes(tmp_path: Path) -> None:
+    pipe, _ = make(tmp_path, FakeDevice(step_s=0.02), max_ready=2)
+    first = submit(pipe, Req(steps=6), [1, 2])  # fills admission
+    second = submit(pipe, Req(steps=6), [3, 4, 5])
+    assert isinstance(first.wait(20), Done) and isinstance(second.wait(20), Done)
+    queued = [e for e in second.events if isinstance(e, Queued)]
+    assert queued[0].position == 1 and queued[0].takes == (0, 1, 2)
+    # As takes are admitted the job hears which still wait, until none does.
+    assert [q.takes for q in queued][-1] == () and any(0 < len(q.takes) < 3 for q in queued)
+    # Once a take was timed, waiting takes get an ETA.
+    third = submit(pipe, Req(steps=30), [6, 7])
+    fourth = submit(pipe, Req(steps=2), [8])
+    waiting = next(e for e in fourth.events if isinstance(e, Queued))
+    assert waiting.eta_s > 0 and waiting.etas_s[0] == waiting.eta_s
+    # Each waiting take has its own ETA: later in line, never sooner done (two slots: three takes in a
+    # row span at least two rounds, and takes of one round may end together).
+    fifth = submit(pipe, Req(steps=2), [9, 10, 11])
+    etas = next(e for e in fifth.events if isinstance(e, Queued)).etas_s
+    assert len(etas) == 3 and all(e is not None for e in etas), etas
+    assert etas[0] <= etas[1] <= etas[2] and etas[0] < etas[2], etas
+    third.cancel()
+    fourth.wait(20)
+    fifth.wait(20)
+    pipe.close()
+
+
+def test_cancelling_one_variation_leaves_its_siblings(tmp_path: Path) -> None:
+    pipe, device = make(tmp_path, FakeDevice(step_s=0.02), max_ready=2)
+    job = submit(pipe, Req(steps=40), [1, 2, 3])  # take 2 waits for room
+    deadline = time.monotonic() + 10
+    while not any(isinstance(e, Step) for e in job.events) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert job.cancel_take(1) and job.cancel_take(2)  # one running, one still queued
+    assert not job.cancel_take(1)  # already cancelled
+    final = job.wait(20)
+    assert isinstance(final, Done) and [t.take for t in final.takes] == [0]
+    assert {e.take for e in job.events if isinstance(e, TakeCancelled)} == {1, 2}
+    assert {e.result.take for e in job.events if isinstance(e, TakeDone)} == {0}
+    # The job's Cancel still cancels every take; a job whose every take was cancelled ends Cancelled.
+    other = submit(pipe, Req(steps=40), [4])
+    assert other.cancel_take(0) and isinstance(other.wait(20), Cancelled)
+    pipe.close()
+
+
+def test_steps_read_as_asked(tmp_path: Path) -> None:
+    class Updates(FakeDevice):  # like the real worker: N steps asked are N - 1 updates
+        def place(self, unit, sink):
+            class Sink:
+                def __getattr__(self, name):
+                    return getattr(sink, name)
+
+                def step(self, unit, k, total, seconds):
+                    if k < total:
+                        sink.step(unit, k, total - 1, seconds)
+
+            super().place(unit, Sink())
+
+    pipe, _ = make(tmp_path, Updates(step_s=0.0))
+    job = submit(pipe, Req(steps=32), [1])
+    assert isinstance(job.wait(20), Done)
+    steps = [(e.k, e.total) for e in job.events if isinstance(e, Step)]
+    assert steps[0] == (2, 32) and steps[-1] == (32, 32)
+    pipe.close()
+
+
+def test_waiting_eta_from_the_takes_in_flight() -> None:
+    from engine.units import Unit, wait_eta
+
+    def unit(steps_done: int) -> Unit:
+        u = Unit(None, 0, 0)  # type: ignore[arg-type]  # only its ETA is read
+        u.eta = TakeEta(steps=10, windows=0, step_s=1.0, steps_done=steps_done)
+        return u
+
+    flight = [unit(8), unit(2)]  # 2 s and 8 s left
+    # Next in line: starts when the first ends (2 s), then 9 updates and 3 windows at 1 s each.
+    assert wait_eta(0, 10, flight, 2, windows=3, window_s_hint=1.0, take_s_hint=None) == 14.0
+    assert wait_eta(1, 10, flight, 2, windows=3, window_s_hint=1.0, take_s_hint=None) == 20.0
+    # Deeper in line: the slots free in turn, each running 12 s takes after its take in flight.
+    assert [wait_eta(a, 10, flight, 2, windows=3, window_s_hint=1.0, take_s_hint=5.0) for a in range(2, 6)] == \
+        [26.0, 32.0, 38.0, 44.0]
+    # Before the takes in flight were timed: waves of the measured take time.
+    untimed = [unit(0), unit(0)]
+    for u in untimed:
+        u.eta.step_s = None
+    assert wait_eta(4, 10, untimed, 2, windows=3, window_s_hint=1.0, take_s_hint=5.0) == 20.0
+    assert wait_eta(0, 10, [], 2, windows=3, window_s_hint=None, take_s_hint=None) is None
+
+
+def test_eta_counts_the_decode_from_the_first_step() -> None:
+    eta = TakeEta(steps=4, windows=3)
+    t = 0.0
+    eta.on_step(1, 1.0, now=t)
+    readings = []
+    for k in range(2, 5):
+        t += 1.0
+        eta.on_step(k, 1.0, now=t)
+        readings.append(eta.eta())
+    for j in range(1, 4):
+        t += 1.0
+        eta.on_window(j, 1.0, now=t)
+        readings.append(eta.eta())
+    assert readings == [5.0, 4.0, 3.0, 2.0, 1.0, 0.0]  # one second a unit, no jump at the decode

@@ -1,0 +1,152 @@
+"""UI handlers that need no model: examples, the timing helper, the lyric report, style-source switching,
+the form <-> request mapping and edit ranges.
+
+What this pins: the dict updates the page receives (which component gets which value), built on the
+real page layout (`build_app`, not launched).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import gradio as gr
+import pytest
+
+from studio.app import build_app
+from studio.config import PathRefused, StudioConfig
+from studio.forms import ComposeForm, FormError, parse_ranges
+from studio.handlers import Handlers
+from studio.services import Services
+from studio.store import Store
+from studio.ui.compose import lyric_examples
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Handlers:
+    # The test model's own phone vocabulary (`--model test`): the lyric helpers run everywhere, with no
+    # model files and no ../shared.
+    svc = Services(Store(tmp_path / "data"), StudioConfig(tmp_path / "data", test_model=True))
+    demo = build_app(svc)
+    return Handlers(svc, demo.studio_page)
+
+
+def test_examples_fill_the_editor_or_the_timing_helper(h: Handlers) -> None:
+    examples = lyric_examples()
+    lrc = next(name for name, path in examples.items() if path.endswith(".lrc"))
+    plain = next(name for name, path in examples.items() if path.endswith(".txt"))
+    out = h.load_example(lrc)
+    assert out[h.page.compose.lyrics].lstrip().startswith("[") and out[h.page.compose.instrumental] is False
+    out = h.load_example(plain)
+    assert "[Verse]" in out[h.page.compose.plain] or "[Chorus]" in out[h.page.compose.plain]
+    assert h.load_example("no such example") == {}
+
+
+def test_example_names_say_what_a_musician_picks() -> None:
+    """The walk saw 'qingchen' and 'qiuye' (pinyin file names): each example now reads as a title with its
+    language and whether it is timed or goes to the timing helper."""
+    names = list(lyric_examples())
+    assert len(names) == 4
+    for name in names:
+        assert re.fullmatch(r"[^()]+ \((English|Mandarin), (timed|plain, for the timing helper)\)", name), name
+    assert not any(word in " ".join(names).lower() for word in ("qingchen", "qiuye"))
+
+
+def test_timing_helper_writes_lrc_into_the_editor(h: Handlers) -> None:
+    out = h.time_lyrics("[Verse]\nwe folded paper into wings\nand ran along the railway track\n", 95, None, None)
+    lrc = out.get(h.page.compose.lyrics)
+    assert lrc is not None, out  # the test model brings its own vocabulary: the helper always runs
+    assert lrc.count("[00:") >= 2
+    assert "Paste plain lyrics" in h.time_lyrics("  ", 95, None, None)[h.page.compose.timing_note]
+
+
+def test_lyric_report_instrumental_and_errors_are_shown_not_raised(h: Handlers) -> None:
+    assert "Instrumental" in h.lyric_report("", 95, False)
+    assert "Instrumental" in h.lyric_report("[00:01.00]words", 95, True)
+    html = h.lyric_report("[00:01.00]hello there\n[00:04.00]\n", 95, False)
+    assert "lyric-report" in html and "hello there" in html and "sung" in html, html  # the line's row
+    broken = h.lyric_report("[00:01.00]hello\n[99:99.99]late\n", 95, False)
+    assert "lyric-report" in broken and broken != html, broken  # the reason, shown instead of raised
+
+
+def test_lyric_report_refuses_oversized_text_before_laying_it_out(h: Handlers) -> None:
+    import time
+
+    started = time.perf_counter()
+    out = h.lyric_report("[00:01.00]" + "la " * 100_000, 95, False)  # 300,000 characters
+    assert "the limit is 200,000" in out and time.perf_counter() - started < 2
+    assert "<script>" not in h.lyric_report("<script>x</script>", "95<script>", False)
+
+
+def test_choosing_a_style_source_clears_the_others(h: Handlers) -> None:
+    s = h.page.style
+    out = h.style_source("audio")
+    assert out[s.text] == "" and out[s.saved] is None
+    assert out[s.audio_group].visible is True and out[s.text_group].visible is False
+    out = h.style_source("text")
+    assert out[s.audio] is None and out[s.audio_path] == "" and out[s.saved] is None
+    assert isinstance(out[s.text], type(gr.skip()))  # the prompt itself is kept
+
+
+def test_form_to_request_and_refusals(h: Handlers, tmp_path: Path) -> None:
+    svc = h.svc
+    req = ComposeForm(lyrics="[00:01.00]x\n", style_text="jazz", duration=120, random_seed=False, seed=9,
+                      variations=2, formats=["flac"]).to_request(svc.store, svc.config)
+    assert (req.duration, req.seed, req.variations, req.style.text) == (120.0, 9, 2, "jazz")
+    assert ComposeForm(instrumental=True, lyrics="[00:01.00]x", style_text="a").to_request(
+        svc.store, svc.config).lyrics == ""
+    with pytest.raises(FormError, match="Describe the style"):
+        ComposeForm(style_text=" ").to_request(svc.store, svc.config)
+    with pytest.raises(PathRefused):
+        ComposeForm(style_source="audio", style_audio=str(tmp_path / "x.wav")).to_request(svc.store, svc.config)
+    with pytest.raises(FormError, match="Pick the take"):
+        ComposeForm(style_text="a", edit_mode="edit").to_request(svc.store, svc.config)
+    # Unknown keys from an older studio are ignored; the form round-trips through session inputs.
+    form = ComposeForm.from_dict({"lyrics": "la", "gone_field": 1, "formats": None})
+    assert form.formats == ["wav"] and ComposeForm.from_dict(form.session_inputs()).lyrics == "la"
+
+
+def test_edit_ranges() -> None:
+    assert parse_ranges("10-20, 1:05-1:20; 80-end\nstart-5") == [(10, 20), (65, 80), (80, -1), (-1, 5)]
+    assert parse_ranges("1:05.5 to 1:10") == [(65.5, 70)]
+    for bad in ("", "soon", "10-", "a-b"):
+        with pytest.raises(FormError):
+            parse_ranges(bad)
+
+
+def test_use_these_settings_loads_the_takes_request_and_actual_seed(h: Handlers) -> None:
+    store = h.svc.store
+    token = h.svc.identity.new_token()
+    s = store.create_session("s", owner=h.svc.identity.owner_of(token),
+                             inputs=ComposeForm(style_text="old").session_inputs())
+    t = store.add_take(s.id, {"lyrics": "[00:01.00]la\n", "style": {"text": "bossa nova"}, "duration": 150,
+                              "steps": 40, "cfg": 3.5, "formats": ["wav", "ogg"]}, seed=4242)
+    assert h.page.takes.note in h.use_settings(t.id, s.id, h.svc.identity.new_token())  # not this owner's
+    assert "Pick a take" in h.use_settings(t.id, s.id, h.svc.identity.new_token())[h.page.takes.note]
+    out = h.use_settings(t.id, s.id, token)
+    g, st = h.page.gen, h.page.style
+    seed = out[g.seed]  # an update: the seed, typeable (random is off)
+    assert seed["value"] == 4242 and seed["interactive"] is True, seed
+    assert out[g.random_seed] is False and out[g.duration] == 150
+    assert out[g.steps] == 40 and out[g.cfg] == 3.5 and out[st.text] == "bossa nova"
+    assert out[h.page.compose.lyrics] == "[00:01.00]la\n" and out[g.formats] == ["wav", "ogg"]
+
+
+def test_after_an_edit_a_reload_starts_a_new_song_with_the_source_takes_offered(h: Handlers) -> None:
+    """The walk saw: Edit/Continue used, page reloaded -> "Continue a take" with an empty source list, and
+    Generate failed with a bare "Error" (a value outside the choices). A session reopens on "New song", the
+    source-take list is filled on load, and "Edit / continue this take" leaves the seed random."""
+    store = h.svc.store
+    token = h.svc.identity.new_token()
+    edited = ComposeForm(style_text="x", edit_mode="continue", edit_take="abc", continue_from=10.0)
+    s = store.create_session("s", owner=h.svc.identity.owner_of(token), inputs=edited.session_inputs())
+    t = store.add_take(s.id, {"lyrics": "", "style": {"text": "x"}, "duration": 95}, seed=7)
+    store.update_take(t.id, status="done")
+    g = h.page.gen
+    for draft in ({}, {"session": s.id, "form": edited.to_dict()}):
+        out = h.on_load(token, s.id, draft, None)
+        mode = out[g.edit_mode]
+        assert (mode.get("value") if isinstance(mode, dict) else mode) == "none", draft
+        source = out[g.edit_take]
+        assert [v for _, v in source.choices] == [t.id], draft
+    assert h.use_edit(t.id, s.id, token)[g.random_seed] is True
