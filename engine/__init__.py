@@ -13,7 +13,7 @@ protocol. One song passes through the rows below roughly top to bottom.
 | `inputs`, `style`, `reference`, `audio_files` | per-job inputs: style embedding (STYLE call), reference latent, user audio |
 | `pool` | the device stage: placement (crash isolation) and event relay over the worker slots |
 | `slots`, `ray_slots` | worker slots and their restarts; local and Ray as two sources of slots |
-| `remote`, `remote_calls` | the worker's client: spawn and watch the process; SUBMIT/STYLE/... in flight |
+| `remote`, `remote_calls`, `heartbeat` | the worker's client: spawn and watch the process (silence budget from measured latency); SUBMIT/STYLE/... in flight |
 | `ray_workers` | workers as Ray actors across hosts |
 | `events` | the events a job yields, and the ETA model |
 | `outputs`, `encoder` | files: audio encoded in a child process, tags, the JSON record |

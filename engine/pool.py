@@ -75,9 +75,12 @@ class Pool(Slots):
 
     @staticmethod
     def _coming(slot: Slot) -> bool:
-        """Worth waiting for: starting now, or down but still within its backoff list ("dead"); a slot
-        past the list ("restarting", between its long-interval tries) is not."""
-        return slot.state in ("new", "starting", "dead")
+        """Worth waiting for: starting now, or down but still within its backoff list ("dead"); a local
+        slot past the list ("restarting", between its long-interval tries) is not. A Ray seat whose node
+        the cluster still lists is: on a loaded host its restarts time out for a while and then succeed,
+        so its takes wait for it (backing off) rather than fail while the node is healthy."""
+        return slot.state in ("new", "starting", "dead") or (
+            slot.seat is not None and not slot.retired and slot.state == "restarting")
 
     @staticmethod
     def _has_room(slot: Slot, isolate: bool) -> bool:

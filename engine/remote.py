@@ -5,7 +5,8 @@
 process exited (terminate -> wait -> kill), so the card is free afterwards. One IO thread owns the DEALER
 socket: it sends heartbeats, routes every reply or event to the queue of the request it belongs to, and
 declares the worker dead (`WorkerDeadError` on every waiter and every later call) when the process exits
-or nothing has been heard for `dead_after_s` seconds. Callers on any thread submit jobs and iterate their
+or nothing has been heard for longer than its budget (`engine.heartbeat`: at least `dead_after_s`,
+more where latency measured on a loaded host calls for it). Callers on any thread submit jobs and iterate their
 events with deadlines. No torch here: `RemoteDiT` (in `engine.remote_dit`) imports it when built.
 """
 
@@ -33,6 +34,7 @@ import zmq
 from device_worker import protocol as P
 from device_worker import wire
 from device_worker.config import WorkerConfig
+from engine.heartbeat import SilenceBudget
 from engine.remote_calls import (
     TERMINAL,
     RemoteJob,
@@ -95,7 +97,7 @@ class Worker:
         self._io: threading.Thread | None = None
         self._stop = threading.Event()
         self._dead: WorkerDeadError | None = None
-        self._last_heard = 0.0
+        self._silence = SilenceBudget(dead_after_s)  # dead after a silence longer than measured latency allows
         self._closed = False
 
     # ---- lifecycle ----------------------------------------------------------------------------------
@@ -331,7 +333,7 @@ class Worker:
         except wire.WireError as exc:
             logger.warning("[remote] dropped a message from the worker: %s", P.exc_text(exc))
             return
-        self._last_heard = time.monotonic()
+        self._silence.heard(time.monotonic())
         if msg.op is P.Op.PONG:
             busy = msg.body.busy_s
             if busy < self._last_busy:  # the previous unit ended (at least this long)
@@ -369,9 +371,10 @@ class Worker:
             while sock.poll(100):
                 self._on_frames(sock.recv_multipart(copy=False), limits)
             self._declare_dead(f"{self.exit_reason()}{self._log_tail()}")
-        elif self._last_heard and now - self._last_heard > self.dead_after_s:
-            self._declare_dead(f"no heartbeat from the worker for {now - self._last_heard:.1f} s "
-                               f"(dead_after_s={self.dead_after_s}); it is hung or gone")
+        elif (silent := self._silence.overdue(now)) is not None:
+            self._declare_dead(f"no heartbeat from the worker for {silent:.1f} s (budget "
+                               f"{self._silence.budget_s():.1f} s from dead_after_s={self.dead_after_s} and "
+                               "the latency measured); it is hung or gone")
 
     def _declare_dead(self, reason: str) -> None:
         logger.error("[remote] worker dead: %s", reason.splitlines()[0])

@@ -14,15 +14,29 @@ from studio.runtime_options import default_data_dir
               help="The studio's data folder (default: the one `studio serve` uses).")
 @click.option("--url", default="http://127.0.0.1:7860/", show_default=True, help="Where the studio serves.")
 @click.option("--quiet", is_flag=True, help="Print only the token.")
-def token(data_dir: Path | None, url: str, quiet: bool) -> None:
+@click.option("--rotate", is_flag=True,
+              help="Sign with a new key from now on; tokens of the old key still work until --retire "
+                   "(browsers that open the page meanwhile get their token re-signed).")
+@click.option("--retire", is_flag=True, help="Stop accepting tokens and file URLs of keys replaced by --rotate.")
+def token(data_dir: Path | None, url: str, quiet: bool, rotate: bool, retire: bool) -> None:
     """Print the token that owns `studio render --session` sessions and authorises API scripts.
 
-    Keep it like a password: whoever holds it can read and change those sessions.
+    Keep it like a password: whoever holds it can read and change those sessions. A token leaked:
+    `--rotate`, let the owners' browsers open the page once, then `--retire` (at once, to cut it off now).
     """
     from studio.identity import Identity
 
     data_dir = data_dir or default_data_dir()
-    tok = Identity(data_dir).cli_token()
+    identity = Identity(data_dir)
+    if rotate:
+        identity.rotate()
+        click.echo("rotated: new tokens are signed with a new key; old ones work until `studio token --retire`")
+    if retire:
+        n = identity.retire()
+        click.echo(f"retired {n} old key(s): their tokens and file URLs no longer work")
+    if (rotate or retire) and quiet:
+        return
+    tok = identity.cli_token()
     if quiet:
         click.echo(tok)
         return

@@ -91,6 +91,7 @@ class TakeHandlers:
         p = self.page
         params = dict(request.query_params) if request is not None else {}
         handed = params.get("key")
+        owner = self.svc.identity.refresh(owner) or owner  # signed with a key being retired: re-signed
         if handed and self._owner(handed) is not None and self._owner(owner) is None:
             owner = handed  # `studio token`'s link in a browser with no key yet: nothing to lose
         elif self._owner(owner) is None:  # (a browser with its own key is asked first: studio/keylink.py)

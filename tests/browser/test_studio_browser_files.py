@@ -84,6 +84,10 @@ def test_finding_2_page_file_urls_die_after_revoke_and_delete(studio) -> None:
     copies = [f for f in gradio_cache.rglob("*") if f.is_file() and f.stat().st_size == len(wav)]
     assert not copies, copies
 
+    # Holding the path is worth nothing: Gradio serves no take folder.
+    path = svc.store.get_take(take["id"]).files["wav"]
+    assert httpx.get(f"{url}/gradio_api/file={path}", timeout=10).status_code in (403, 404)
+
     owner.predict(sid, link["token"], api_name="/revoke")
     assert [httpx.get(u, timeout=10).status_code for u in viewer] == [404] * len(viewer)
     assert all(httpx.get(u, timeout=10).status_code == 200 for u in mine)  # the owner's still play

@@ -36,7 +36,7 @@ import device_worker.core as core
 _run, _seen = core.WorkerCore._run_unit, {{}}
 
 def _run_unit(self, job):
-    if job.spec.seed == {POISON}:
+    if job.spec.song.seed == {POISON}:
         _seen[job.rid] = _seen.get(job.rid, 0) + 1
         if _seen[job.rid] == 4:  # the poison take's fourth unit: its worker dies, mid-take
             os.kill(os.getpid(), signal.SIGKILL)
