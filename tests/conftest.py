@@ -6,10 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("STUDIO_SHARED_DIR", ROOT.parent / "shared"))
-REFERENCE = SHARED / "reference" / "diffrhythm"
+from shared_paths import REFERENCE
 
 # The product finds the phone vocabulary only where a musician's machine has it (the model files); tests
 # that read real lyrics use the reference copy, handed over the documented way (subprocesses inherit it).

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SHARED
+from shared_paths import ROOT, SHARED
 
 from engine.lyrics import layout_lyrics
 from engine.lyrics.g2p import LyricTokenizer
