@@ -73,7 +73,7 @@ def test_finding_9_a_poison_take_fails_alone_and_the_others_finish(tmp_path: Pat
                     full=str(r / "dit-tiny-full"), negative_style=str(r / "vocal.npy"), test=True)
     config = EngineConfig(data_dir=tmp_path / "data", models=models, crop_frames=96, lock_dir=str(tmp_path / "locks"),
                           workers=[WorkerSpec(threads=1, python=str(_poison_python(tmp_path)))],
-                          worker_max_jobs=4, max_ready=6, restart_backoff_s=(0.05, 0.1),
+                          worker_max_jobs=4, max_ready=6, restart_backoff_s=(0.05, 0.1, 0.2, 0.4, 0.8),
                           heartbeat_s=0.25, dead_after_s=5.0, ready_timeout_s=120.0)
     v = np.random.default_rng(0).standard_normal(512).astype(np.float32)
     np.save(tmp_path / "style.npy", v / np.linalg.norm(v))
