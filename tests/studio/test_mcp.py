@@ -134,7 +134,9 @@ def test_make_song_streams_progress_and_returns_a_downloadable_take_matching_the
              if msg and (m := re.match(r"Progress (sampling|decoding VAE window): Step (\d+) of (\d+)$", msg))]
     steps = [k for kind, k, n in units if kind == "sampling"]
     windows = [j for kind, j, n in units if kind == "decoding VAE window"]
-    assert len(steps) >= 3 and steps == sorted(set(steps)) and steps[-1] <= 6, units
+    # Gradio samples progress (every 100 ms: studio/idle.py), so fast tiny steps may coalesce; at least two
+    # distinct steps arrive, in order, ending at the last one.
+    assert len(steps) >= 2 and steps == sorted(set(steps)) and steps[-1] == 6, units
     assert windows and windows == sorted(set(windows)) and max(windows) <= 3, units
     assert units.index(("decoding VAE window", windows[0], 3)) > units.index(("sampling", steps[-1], 6))
 

@@ -123,8 +123,8 @@ def test_takes_waiting_for_a_worker_that_fails_to_start_fail_with_its_reason(mod
         assert failed, [type(e).__name__ for e in events]
         reason = str(errors[0]).splitlines()[0] if errors else ""
         assert "nowhere" in failed[-1].error or "not found" in failed[-1].error, failed[-1].error
-        # The worker's own words (its LoadError), whichever side noticed first: the start giving up ("no worker
-        # started: ...") or the take's placement ("no worker can run ...: w0 restarting (...): ...").
-        assert "LoadError" in failed[-1].error and (not reason or "LoadError" in reason), (reason, failed[-1].error)
+        # The worker's own words (the file it could not load), whichever side noticed first: the start giving up
+        # ("no worker started: ...") or the take's placement ("no worker can run ...: w0 restarting (...): ...").
+        assert "nowhere" in failed[-1].error and (not reason or "nowhere" in reason), (reason, failed[-1].error)
     finally:
         engine.close()
