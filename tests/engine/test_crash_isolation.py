@@ -13,14 +13,15 @@ SIGKILLs from outside hit the worker while it holds several innocent takes.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import stat
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+from waiting import wait_until
 
 from engine.config import EngineConfig, Models, WorkerSpec
 from engine.engine import Engine
@@ -57,14 +58,7 @@ def _poison_python(d: Path) -> Path:
     return script
 
 
-def _wait(what: str, cond, timeout_s: float = 120.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.02)
-    raise AssertionError(f"{what}: not within {timeout_s} s")
+_wait = functools.partial(wait_until, timeout_s=120.0, every_s=0.02)
 
 
 def test_finding_9_a_poison_take_fails_alone_and_the_others_finish(tmp_path: Path, reference_dir: Path) -> None:

@@ -10,15 +10,16 @@ It used to end after six failures: every later job failed with NoWorkerError eve
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import stat
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from waiting import wait_until
 
 from engine.config import EngineConfig, Models, WorkerSpec
 from engine.engine import Engine
@@ -57,14 +58,7 @@ def _attempts(d: Path) -> int:
     return len(p.read_text().split()) if p.exists() else 0
 
 
-def _wait(what: str, cond, timeout_s: float = 60.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.02)
-    raise AssertionError(f"{what}: not within {timeout_s} s")
+_wait = functools.partial(wait_until, timeout_s=60.0, every_s=0.02)
 
 
 def test_a_worker_that_cannot_start_for_a_while_comes_back(tmp_path: Path, reference_dir: Path) -> None:

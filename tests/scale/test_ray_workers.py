@@ -11,6 +11,7 @@ Nothing listens beyond loopback, and no process of the cluster outlives the modu
 
 from __future__ import annotations
 
+import functools
 import os
 
 # Ray's own switch for a loopback-only cluster: the driver and the nodes use 127.0.0.1 as the node
@@ -33,6 +34,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason='Ray is not installed (pip install -e ".[cluster]")')
 from ray.cluster_utils import Cluster  # noqa: E402
+from waiting import wait_until  # noqa: E402
 
 from engine.config import EngineConfig, Models, WorkerSpec  # noqa: E402
 from engine.engine import Engine  # noqa: E402
@@ -161,14 +163,7 @@ def _node_of(engine: Engine, worker_name: str) -> str:
     return slot.seat.node_id
 
 
-def _wait(what: str, cond, timeout_s: float = 90.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"{what}: not within {timeout_s} s")
+_wait = functools.partial(wait_until, timeout_s=90.0, every_s=0.05)
 
 
 def _ready_nodes(engine: Engine) -> set[str]:
