@@ -1,6 +1,6 @@
 """A small torch-backed stand-in for the parts of ttnn 0.81.1 the ttnn backend calls. TESTS ONLY.
 
-It is injected as `sys.modules["ttnn"]` by the `fake_ttnn` fixture (tests/ttnn/test_ttnn_fake_device.py) and
+It is injected as `sys.modules["ttnn"]` by the `fake_ttnn` fixture (tests/tenstorrent/test_ttnn_fake_device.py) and
 is never importable as `ttnn` otherwise: it lives under tests/ (not packaged) under its own name.
 It checks the rules that make code fail on a card (layouts, tile padding, device placement, dtype pairs,
 trace capture) and computes with torch; it does not model math fidelity or bfloat8_b block exponents.

@@ -7,7 +7,7 @@ destination accumulation everywhere, fp32 residual stream / latent in / velocity
 Guidance multiplies the branch difference by cfg = 4 and 31 steps add it up, which is why the rows that
 are the same for every frame (style/time row, output scale/shift, norm weights) stay fp32.
 HiFi2 and bfloat8_b weights are flags, off by default; their PCC on this code has not been measured
-(no card here): measure with tests/ttnn/test_ttnn_hardware.py before turning them on.
+(no card here): measure with tests/tenstorrent/test_ttnn_hardware.py before turning them on.
 """
 
 from __future__ import annotations

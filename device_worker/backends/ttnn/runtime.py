@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from types import ModuleType
 
@@ -21,14 +22,29 @@ class TtnnUnavailable(ModuleNotFoundError):
 
 def require_ttnn() -> ModuleType:
     """The `ttnn` module, or TtnnUnavailable saying how to get an environment that has it."""
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
     try:
-        return importlib.import_module("ttnn")
+        mod = importlib.import_module("ttnn")
     except ModuleNotFoundError as exc:
         if exc.name not in (None, "ttnn"):  # ttnn is there but one of its own dependencies is not
             raise
-        py = f"{sys.version_info.major}.{sys.version_info.minor}"
         raise TtnnUnavailable(f"ttnn is not installed for this Python {py} ({sys.executable}); {INSTALL_HINT}",
                               name="ttnn") from None
+    spec = getattr(mod, "__spec__", None)
+    if spec is not None and spec.origin is None and spec.submodule_search_locations is not None:
+        # A bare folder named ttnn on sys.path (a checkout's tests/ttnn, say) imports as an empty namespace
+        # package; without this check it would pass as "installed" and fail later on a missing attribute.
+        where = ", ".join(dict.fromkeys(getattr(mod, "__path__", [])))
+        sys.modules.pop("ttnn", None)
+        raise TtnnUnavailable(f"ttnn is not installed for this Python {py} ({sys.executable}): only a folder "
+                              f"named ttnn without code was found ({where}); {INSTALL_HINT}", name="ttnn")
+    return mod
+
+
+def ttnn_installed() -> bool:
+    """Whether a real ttnn (code, not a bare folder of that name) can be imported, without importing it."""
+    spec = importlib.util.find_spec("ttnn")
+    return spec is not None and spec.origin is not None
 
 
 def ttnn_version(ttnn: ModuleType | None = None) -> str:

@@ -6,7 +6,7 @@ persistent input and per-song slot of every bucket is allocated before the first
 and writes the same tensors, so x, the rows and (when the bucket's resident song changes) the song's
 tensors are copied into them first, and the output is read back before the next replay. A shape with no
 trace runs eagerly from the host copies with temporaries only (nothing outlives the call), so it cannot
-be overwritten by a replay. Trace on/off equality is a hardware test (tests/ttnn/test_ttnn_hardware.py).
+be overwritten by a replay. Trace on/off equality is a hardware test (tests/tenstorrent/test_ttnn_hardware.py).
 """
 
 from __future__ import annotations

@@ -4,12 +4,13 @@ installed (Python 3.10/3.12); skipped, saying so, in this project's 3.11 CI."""
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import re
 from pathlib import Path
 
 import pytest
+
+from device_worker.backends.ttnn.runtime import ttnn_installed
 
 PKG = Path(__file__).resolve().parents[2] / "device_worker" / "backends" / "ttnn"
 DEVICE_FILES = ("tt_common.py", "tt_dit.py", "tt_trace.py", "tt_vae.py", "device.py", "backend.py")
@@ -42,7 +43,7 @@ KWARGS = {  # op -> keywords the card code passes
 
 @pytest.fixture(scope="module")
 def ttnn():
-    if importlib.util.find_spec("ttnn") is None:
+    if not ttnn_installed():
         pytest.skip("ttnn is not installed here (it ships for Python 3.10/3.12 only); run in the worker's environment")
     import ttnn as real
 

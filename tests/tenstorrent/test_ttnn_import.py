@@ -3,7 +3,6 @@ backend fails in a sentence naming the environment to use. The stand-in is never
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -11,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from device_worker.backends.ttnn.runtime import ttnn_installed
+
 ROOT = Path(__file__).resolve().parents[2]
-HAS_TTNN = importlib.util.find_spec("ttnn") is not None
+HAS_TTNN = ttnn_installed()
 
 
 def test_ttnn_is_not_importable_here_and_the_stand_in_is_not_it() -> None:
@@ -68,3 +69,18 @@ def test_nothing_outside_the_ttnn_package_imports_ttnn() -> None:
             if pattern.search(path.read_text(encoding="utf-8")):
                 offenders.append(str(path.relative_to(ROOT)))
     assert offenders == [], offenders  # studio warm-cache goes through the backend, never ttnn itself
+
+
+def test_a_bare_folder_named_ttnn_is_not_taken_for_the_package(tmp_path: Path) -> None:
+    # A folder called ttnn on sys.path (this suite once had tests/ttnn/) imports as an empty namespace
+    # package: the worker must say ttnn is missing, not fail later on `ttnn.open_device`.
+    if HAS_TTNN:
+        pytest.skip("a real ttnn is installed in this environment")
+    (tmp_path / "ttnn").mkdir()
+    code = ("from device_worker.backends.ttnn.runtime import require_ttnn, ttnn_installed\n"
+            "assert not ttnn_installed()\n"
+            "try:\n    require_ttnn()\nexcept ModuleNotFoundError as e:\n    print('REFUSED', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert "REFUSED" in out.stdout and "without code" in out.stdout and str(tmp_path / "ttnn") in out.stdout

@@ -41,7 +41,7 @@ def test_worker_process_runs_a_song_on_the_ttnn_backend(tiny_vae: Path, tmp_path
                 latent = next(iter(ev.tensors.values()))
             elif ev.kind == "window":
                 windows.append(next(iter(ev.tensors.values())))
-        assert kinds[0] == "accepted" and kinds.count("step") == spec.steps - 1 and kinds[-1] == "done", kinds
+        assert kinds[0] == "accepted" and kinds.count("step") == spec.song.steps - 1 and kinds[-1] == "done", kinds
         want = reference_song(load_dit(ckpt), spec)
         assert np.abs(latent - want.numpy()).max() <= 1e-4 * np.abs(latent).max()
         assert len(windows) == 10 and sum(b.shape[-1] for b in windows) == 120 * 2048

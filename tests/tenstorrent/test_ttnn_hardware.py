@@ -2,7 +2,7 @@
 
 Run (worker environment: Python 3.12 + ttnn, see docs/ttnn.md):
     DRS_TTNN_DIT=/models/DiffRhythm-1_2-full DRS_TTNN_VAE=/models/vae_model.pt \
-        python -m pytest -m hardware -s tests/ttnn/test_ttnn_hardware.py
+        python -m pytest -m hardware -s tests/tenstorrent/test_ttnn_hardware.py
 Gates (issue 9; the port's measured values in brackets, for its own code): per block PCC >= 0.999,
 one DiT call >= 0.9999 [0.99994 min], VAE window >= 0.9999 [0.99994], final latent of a song >= 0.995
 [0.9954], trace on/off bit-identical. Each test prints the PCC it measured.
@@ -10,18 +10,19 @@ one DiT call >= 0.9999 [0.99994 min], VAE window >= 0.9999 [0.99994], final late
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
 import pytest
 import torch
 
+from device_worker.backends.ttnn.runtime import ttnn_installed
+
 pytestmark = pytest.mark.hardware
 
 
 def _card_or_skip() -> None:
-    if importlib.util.find_spec("ttnn") is None:
+    if not ttnn_installed():
         pytest.skip("no Tenstorrent card here: ttnn is not installed (needs Python 3.10/3.12 + ttnn 0.81.1)")
     import ttnn
 
@@ -81,7 +82,7 @@ def test_each_block_and_one_dit_call_match_the_cpu_reference(backend, cpu_dit) -
     taps: list[torch.Tensor] = []
     tt = backend.dit
     got = tt.forward(x, 0.3, tt.prepare(cond, text, style), taps=taps)
-    ref = DeviceShapedDiT(cpu_dit)  # == the model core in float32 (tests/ttnn/test_ttnn_reference.py)
+    ref = DeviceShapedDiT(cpu_dit)  # == the model core in float32 (tests/tenstorrent/test_ttnn_reference.py)
     ref_taps: list[torch.Tensor] = []
     want = ref.forward(x, 0.3, ref.prepare(cond, text, style), taps=ref_taps)
     block = [pcc(a[:, :n], b) for a, b in zip(taps, ref_taps, strict=True)]

@@ -3,7 +3,7 @@
 What this pins without a card: the device code's logic (layouts, shapes, padding, masks, branch rows,
 weight layouts as consumed by the ops, trace I/O discipline, freeing) equals the device-shaped reference
 exactly when the stand-in stores float32, and stays close when it rounds like bf16. What it cannot pin:
-the real kernels' numerics and speed (tests/ttnn/test_ttnn_hardware.py, on a p100a).
+the real kernels' numerics and speed (tests/tenstorrent/test_ttnn_hardware.py, on a p100a).
 """
 
 from __future__ import annotations
