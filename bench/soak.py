@@ -81,7 +81,7 @@ def studio_rss() -> str:
 import os, sys, tempfile
 from pathlib import Path
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-import studio.cli, studio.cli_serve
+import studio.cli, studio.cli.serve
 from studio.app import build_app, launch
 from studio.config import StudioConfig
 from studio.services import Services

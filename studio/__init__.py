@@ -13,7 +13,7 @@
 | `services`, `config` | what handlers call (store, runner, settings, model status); studio settings |
 | `store/` | SQLAlchemy store (SQLite / PostgreSQL): sessions, takes, leases, integrity, sharing |
 | `render/` | `studio render`: headless batches, manifests, resumable output folders |
-| `cli*`, `runtime_options` | the `studio` command and its groups; options serve and render share |
+| `cli/` | the `studio` command: one module per group, and the options serve and render share |
 | `fetcher`, `testmodel`, `testwhisper` | first-run model download; the self-contained tiny test model (and its Whisper) |
-| `heard_view`, `handlers_resing`, `resing`, `lyrics_model`, `cli_heard` | the lyrics check: marks on the page, re-singing lines, which Whisper, `studio lyrics heard` |
+| `heard_view`, `handlers_resing`, `resing`, `lyrics_model`, `cli/heard` | the lyrics check: marks on the page, re-singing lines, which Whisper, `studio lyrics heard` |
 """

@@ -1,4 +1,4 @@
-"""`studio render`: headless batch rendering on the engine (see `studio/cli_render.py`).
+"""`studio render`: headless batch rendering on the engine (see `studio/cli/render.py`).
 
     jobs.py      the JSONL jobs file: parsing, every problem named (line, field), duplicate ids
     identity.py  what a job's output depends on, hashed, so `--resume` can trust what it skips

@@ -31,7 +31,7 @@ class BatchOptions:
     outdir: Path
     data_dir: Path
     models: Any  # engine.config.Models
-    plan: Any  # studio.runtime_options.WorkerPlan
+    plan: Any  # studio.cli.options.WorkerPlan
     policy: str = "fifo"
     crop_frames: int | None = None
     resume: bool = False

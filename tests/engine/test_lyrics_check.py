@@ -120,7 +120,7 @@ def test_lyrics_model_per_device_and_managed_files(tmp_path, monkeypatch) -> Non
 def test_lyrics_options_refuse_an_unknown_model_and_switch_off(models) -> None:
     import click
 
-    from studio.runtime_options import WorkerPlan
+    from studio.cli.options import WorkerPlan
 
     with pytest.raises(click.UsageError, match="not a folder and not a model name"):
         WorkerPlan((), ("cpu",), "torch", "auto", None, None, lyrics_model="whisper-huge")

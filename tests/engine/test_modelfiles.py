@@ -16,7 +16,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 
 from engine.modelfiles import ModelFileMissing, get, resolve, resolve_file  # noqa: E402
 from engine.modelfiles.fetch import download_url, fetch_file  # noqa: E402
-from studio.cli_models import models  # noqa: E402
+from studio.cli.model_files import models  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 

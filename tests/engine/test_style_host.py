@@ -247,7 +247,7 @@ def test_host_modules_do_not_import_torch():
     import sys
 
     code = ("import sys, engine.style, engine.reference, engine.audio_files, engine.modelfiles.fetch, "
-            "studio.cli_models; print(sorted(m for m in ('torch', 'gradio', 'scipy', 'soxr') if m in sys.modules))")
+            "studio.cli.model_files; print(sorted(m for m in ('torch', 'gradio', 'scipy', 'soxr') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

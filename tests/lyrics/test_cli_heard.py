@@ -12,8 +12,8 @@ import soundfile as sf
 from click.testing import CliRunner
 from lyrics_fixtures import needs_espeak
 
-import studio.cli_heard as cli_heard
-from studio.cli_lyrics import lyrics
+import studio.cli.heard as cli_heard
+from studio.cli.lyrics import lyrics
 
 pytestmark = needs_espeak
 LRC = "[00:01.00]hello world\n[00:04.00]goodbye moon\n[00:07.00]\n"

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 from lyrics_fixtures import needs_espeak, vocab_path  # noqa: F401
 
-from studio.cli_lyrics import lyrics
+from studio.cli.lyrics import lyrics
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = "[ti:t]\n[00:02.00]Hello there\n[00:05.00]Goodbye\n[00:09.00]\n"

@@ -82,7 +82,7 @@ def test_a_graceful_stop_leaves_running_takes_interrupted_not_cancelled(tmp_path
 def test_hand_picked_checkpoints_are_sorted_into_base_and_full(tmp_path: Path) -> None:
     import click
 
-    from studio.runtime_options import resolve_models
+    from studio.cli.options import resolve_models
     from studio.testmodel import ensure_test_models
 
     files = ensure_test_models()

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 from ttnn_fixtures import CARD_CFG, fake_ttnn, random_dit, save_checkpoint  # noqa: F401
 
-from studio.cli_warm import warm_cache
+from studio.cli.warm import warm_cache
 
 TESTS = Path(__file__).resolve().parents[1]
 

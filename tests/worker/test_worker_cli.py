@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from device_worker.__main__ import build_parser
 from device_worker.config import OPTIONS, WorkerConfig, flag
 from engine.remote import Worker
-from studio.cli_worker import worker
+from studio.cli.worker import worker
 
 
 def test_help_lists_the_flags_and_examples():
@@ -96,7 +96,7 @@ def test_warm_cache_for_cuda_names_a_missing_gpu(reference_dir, tmp_path, monkey
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is here: tests/model/test_cuda.py covers the compiled path")
-    from studio.cli_warm import warm_cache
+    from studio.cli.warm import warm_cache
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     res = CliRunner().invoke(warm_cache, ["--device", "cuda:0", "--dit", str(reference_dir / "dit-tiny-base"),

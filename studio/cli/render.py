@@ -22,7 +22,7 @@ from typing import Any
 import click
 
 from device_worker import controls
-from studio.runtime_options import WorkerPlan, default_data_dir, model_options, resolve_models
+from studio.cli.options import WorkerPlan, default_data_dir, model_options, resolve_models
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXAMPLES = """\b

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from studio.runtime_options import default_data_dir
+from studio.cli.options import default_data_dir
 
 
 @click.command("token")

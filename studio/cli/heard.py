@@ -18,7 +18,7 @@ from typing import Any
 import click
 import numpy as np
 
-from studio.cli_common import (  # studio.cli_lyrics registers this
+from studio.cli.common import (  # studio.cli.lyrics registers this
     EXIT_LOST,
     EXIT_OK,
     EXIT_UNREADABLE,

@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from studio.cli_common import EXIT_LOST, EXIT_OK, EXIT_UNREADABLE, read_lyrics
+from studio.cli.common import EXIT_LOST, EXIT_OK, EXIT_UNREADABLE, read_lyrics
 
 
 def _duration(ctx: click.Context, param: click.Parameter, value: float) -> float:
@@ -111,6 +111,6 @@ def time(file: str, duration: float, tempo: float | None, intro: float | None, e
     click.echo(plan.lrc, nl=False)
 
 
-from studio.cli_heard import heard  # noqa: E402 - registered here so `studio lyrics` lists it
+from studio.cli.heard import heard  # noqa: E402 - registered here so `studio lyrics` lists it
 
 lyrics.add_command(heard)

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from studio.runtime_options import WorkerPlan, default_data_dir, model_options, resolve_models
+from studio.cli.options import WorkerPlan, default_data_dir, model_options, resolve_models
 from studio.services import worker_summary
 
 log = logging.getLogger("studio.serve")
