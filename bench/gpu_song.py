@@ -160,7 +160,7 @@ def worker_row(dit_path: Path, vae_path: Path, song: dict, args: argparse.Namesp
     SUBMIT to DONE as the engine sees it, so the wire and the scheduler are inside it."""
     import numpy as np
 
-    from engine.remote import Worker, collect
+    from engine.worker_client import Worker, collect
 
     w = Worker(dit=str(dit_path), vae=str(vae_path), device=args.device, precision="bfloat16",
                compile="on" if compile_ else "off", unit_timeout_s=None)

@@ -43,8 +43,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from engine.hearing import HEAR_RATE, check_audio
-    from engine.remote import Worker
     from engine.request import SongRequest, layout_request_lyrics
+    from engine.worker_client import Worker
     from studio.testmodel import ensure_test_models, lyric_tokenizer
     from studio.testwhisper import write_tiny_whisper
 

@@ -3,7 +3,7 @@
 Builds a random DiT with `device_worker.model.dit` (release format: fp16 `model_state_dict` with the
 `transformer.` prefix + upstream config.json) in a temp dir, sized so one guided step takes tens of
 milliseconds on a CPU, and uses the tiny reference VAE. Then alternates: one song in-process
-(`sampling.sample` + `decode_windows`), one song through `engine.remote.Worker` (submit -> events),
+(`sampling.sample` + `decode_windows`), one song through `engine.worker_client.Worker` (submit -> events),
 `--rounds` times, same torch thread count on both sides. Prints JSON lines: per-round times, the
 median ratio worker / in-process (target <= 1.05), and the peak RSS of both processes. On a small or
 busy machine the ratio moves by several per cent either way from run to run, so each round also gives
@@ -74,7 +74,7 @@ def main() -> None:
     from device_worker.model.load import load_dit
     from device_worker.model.sampling import sample
     from device_worker.model.vae import load_vae
-    from engine.remote import Worker, collect
+    from engine.worker_client import Worker, collect
 
     torch.set_num_threads(args.threads)
     tmp = Path(tempfile.mkdtemp(prefix="drs-bench-"))

@@ -53,6 +53,32 @@ class BF16(NamedTuple):
 
 Tensor = Union[np.ndarray, BF16]
 
+
+# The one place bfloat16 crosses between torch and the wire (numpy has no bfloat16: it travels as its bits).
+# torch is imported only when a torch tensor is at hand, so the engine, which has none, never loads it.
+def to_numpy(t: Any) -> Tensor:
+    """A torch tensor on any device, or anything array-like -> numpy (bfloat16 as BF16 bits)."""
+    if hasattr(t, "detach"):
+        import torch
+
+        t = t.detach().cpu().contiguous()
+        if t.dtype == torch.bfloat16:
+            return BF16(t.view(torch.int16).numpy().view(np.uint16))
+        return t.numpy()
+    return t if isinstance(t, (np.ndarray, BF16)) else np.asarray(t)
+
+
+def to_torch(t: Tensor | None) -> Any:
+    """numpy (or BF16 bits) -> a torch tensor of the same dtype that owns its memory (wire views are
+    read-only)."""
+    import torch
+
+    if t is None:
+        return None
+    if isinstance(t, BF16):
+        return torch.from_numpy(t.bits.view(np.int16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(np.array(t, copy=True))
+
 # wire dtype name -> little-endian numpy dtype of the buffer
 DTYPES: dict[str, np.dtype] = {
     "float32": np.dtype("<f4"),

@@ -1,6 +1,6 @@
 """Host side of the studio: lyrics, style, jobs, scheduling, progress and files.
 
-Never imports gradio; talks to the device worker only through its client (`remote`) and the worker's
+Never imports gradio; talks to the device worker only through its client (`worker_client`) and the worker's
 protocol. One song passes through the rows below roughly top to bottom.
 
 | module | role |
@@ -13,7 +13,8 @@ protocol. One song passes through the rows below roughly top to bottom.
 | `inputs`, `style`, `reference`, `audio_files` | per-job inputs: style embedding (STYLE call), reference latent, user audio |
 | `pool` | the device stage: placement (crash isolation) and event relay over the worker slots |
 | `slots`, `ray_slots` | worker slots and their restarts; local and Ray as two sources of slots |
-| `remote`, `remote_calls`, `heartbeat` | the worker's client: spawn and watch the process (silence budget from measured latency); SUBMIT/STYLE/... in flight |
+| `worker_client`, `worker_requests`, `heartbeat` | the worker's client: one socket and IO thread, calls and jobs (SUBMIT/STYLE/...) in flight, death noticed (silence budget from measured latency) |
+| `worker_process` | the worker as a child process: command line, log, why it ended, reap |
 | `ray_workers` | workers as Ray actors across hosts |
 | `events` | the events a job yields, and the ETA model |
 | `outputs`, `encoder` | files: audio encoded in a child process, tags, the JSON record |

@@ -27,9 +27,9 @@ import numpy as np
 
 from device_worker import protocol as P
 from engine.config import EngineConfig
-from engine.remote import Worker, WorkerDeadError, WorkerError
 from engine.slots import LocalSource, NoWorkerError, Slot, Slots, SlotSource
 from engine.units import DeviceSink, JobContext, Stopping, Unit, sibling_sounds_first
+from engine.worker_client import Worker, WorkerDeadError, WorkerError
 
 __all__ = ["NoWorkerError", "Pool", "Slot"]
 

@@ -14,8 +14,8 @@ import time
 from typing import Any
 
 from engine.config import EngineConfig
-from engine.remote import Worker
 from engine.slots import NoWorkerError, Slot, Slots
+from engine.worker_client import Worker
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,10 @@ sends them with `x` in one FORWARD, and the worker runs its own `DiT.forward` (p
 on them: the same torch calls, so the same velocity. This is the compatibility path; songs go through
 `Worker.submit`, which sends the per-song tensors once.
 
+`RemoteVae` is the worker's VAE the same way: `.decode(latent)` decoded window by window on the worker.
+
 A torch module needs torch, and the engine imports none: the class is built on first access
-(`engine.remote_dit.RemoteDiT` or `engine.remote.RemoteDiT`), so `import engine` stays torch-free.
+(`engine.remote_dit.RemoteDiT`), so `import engine` stays torch-free.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.remote_calls import _host
+from device_worker.wire import to_numpy, to_torch
+from engine.worker_requests import collect
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["RemoteCache"]  # and RemoteDiT, built on first access (module __getattr__)
+__all__ = ["RemoteCache", "RemoteVae"]  # and RemoteDiT, built on first access (module __getattr__)
 
 
 @dataclass
@@ -58,7 +61,7 @@ def _remote_dit_class() -> type:
     import torch
 
     class RemoteDiT(torch.nn.Module):
-        """The worker's DiT behind the model core's DiT interface. `worker` is an `engine.remote.Worker`
+        """The worker's DiT behind the model core's DiT interface. `worker` is an `engine.worker_client.Worker`
         whose backend describes its DiT in READY (`dit.*` info: the torch and ttnn backends do)."""
 
         device = torch.device("cpu")  # the sampler's tensors stay on the host; each FORWARD carries them
@@ -80,7 +83,7 @@ def _remote_dit_class() -> type:
             # The in-process DiT turns a python float into a state-dtype tensor; do the same before sending.
             if v is None:
                 return None
-            return _host(v if isinstance(v, torch.Tensor) else torch.tensor(float(v), dtype=self.state_dtype))
+            return to_numpy(v if isinstance(v, torch.Tensor) else torch.tensor(float(v), dtype=self.state_dtype))
 
         def prepare(self, cond: torch.Tensor, text: torch.Tensor, style_prompt: torch.Tensor, start_time: Any = None,
                     duration: Any = None, drop_audio_cond: bool = False, drop_text: bool = False,
@@ -103,16 +106,34 @@ def _remote_dit_class() -> type:
             """Upstream `DiT.forward`: x, cond [B, N, 64], text [B, N], time () or [B] -> velocity [B, N, 64]."""
             if style_prompt is None:
                 raise ValueError("style_prompt is required (upstream has no default either)")
-            tensors = {"x": _host(x), "cond": _host(cond), "text": _host(text.long()), "time": self._scalar(time),
-                       "style_prompt": _host(style_prompt)}
+            tensors = {"x": to_numpy(x), "cond": to_numpy(cond), "text": to_numpy(text.long()), "time": self._scalar(time),
+                       "style_prompt": to_numpy(style_prompt)}
             for name, v in (("start_time", start_time), ("duration", duration)):
                 if v is not None:
                     tensors[name] = self._scalar(v)
             v = self.worker.forward(tensors, drop_audio_cond=bool(drop_audio_cond), drop_text=bool(drop_text),
                                     drop_prompt=bool(drop_prompt), timeout_s=self.timeout_s)
-            if hasattr(v, "bits"):  # bfloat16 comes back as raw bits
-                return torch.from_numpy(v.bits.view(np.int16).copy()).view(torch.bfloat16).to(x.device)
-            return torch.from_numpy(v.copy()).to(x.device)
+            return to_torch(v).to(x.device)  # bfloat16 comes back as raw bits
 
     RemoteDiT.__module__, RemoteDiT.__qualname__ = __name__, "RemoteDiT"
     return RemoteDiT
+
+
+class RemoteVae:
+    """The worker's VAE as an object: `.decode(latent_bcn [B, 64, T])` -> audio [B, 2, T * 2048], decoded
+    window by window on the worker (torch in -> torch out, numpy in -> numpy out)."""
+
+    def __init__(self, worker: Any, window: int = 128, overlap: int = 32, timeout_s: float = 600.0) -> None:
+        self.worker, self.window, self.overlap, self.timeout_s = worker, window, overlap, timeout_s
+
+    def decode(self, latent_bcn: Any) -> Any:
+        lat = to_numpy(latent_bcn)
+        if lat.ndim != 3:
+            raise ValueError(f"decode takes [B, 64, T], got shape {tuple(lat.shape)}")
+        jobs = [self.worker.decode(lat[b], self.window, self.overlap) for b in range(lat.shape[0])]
+        out = np.stack([collect(j, self.timeout_s).audio for j in jobs])
+        if hasattr(latent_bcn, "detach"):
+            import torch
+
+            return torch.from_numpy(out).to(latent_bcn.device)
+        return out

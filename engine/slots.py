@@ -6,7 +6,7 @@ per accelerator of the cluster, started by the seat's actor on its node). Everyt
 both.
 
 Failure: a worker that dies or hangs (no heartbeat, or one unit running far too long; detected by
-`engine.remote`) loses its takes (the pool reports them `lost`). Local workers are restarted with
+`engine.worker_client`) loses its takes (the pool reports them `lost`). Local workers are restarted with
 backoff; remote ones are reconnected with the same backoff. A slot never gives up: past the end of
 `restart_backoff_s` it keeps trying at the longest interval ("restarting (N failures): <reason>"), so a
 cause that goes away (a card freed, a file put back) brings the worker back.
@@ -21,8 +21,8 @@ import time
 from typing import Any, Protocol
 
 from engine.config import EngineConfig, WorkerSpec
-from engine.remote import Worker, WorkerDeadError
 from engine.units import Unit
+from engine.worker_client import Worker, WorkerDeadError
 
 logger = logging.getLogger(__name__)
 

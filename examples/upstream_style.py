@@ -35,7 +35,8 @@ import torch
 
 from device_worker.model.sampling import sample
 from device_worker.protocol import SongParams
-from engine.remote import RemoteDiT, RemoteVae, Worker
+from engine.remote_dit import RemoteDiT, RemoteVae
+from engine.worker_client import Worker
 
 
 class CFM(torch.nn.Module):

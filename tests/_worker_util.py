@@ -137,7 +137,7 @@ def tiny_paths(reference_dir: Path) -> tuple[str, str]:
 def signed_tcp_worker(paths: tuple[str, str], folder: Path, secret: bytes) -> Iterator[Any]:
     """A real worker process on tcp://127.0.0.1 with an HMAC secret (and its lock folder in `folder`);
     after the block it has exited."""
-    from engine.remote import Worker
+    from engine.worker_client import Worker
 
     (folder / "secret").write_bytes(secret)
     w = Worker(dit=paths[0], vae=paths[1], bind=f"tcp://127.0.0.1:{free_port()}", threads=1,

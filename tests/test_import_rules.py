@@ -103,19 +103,19 @@ def test_the_rules_see_what_they_should(tmp_path: Path) -> None:
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    import torch\n"
         "try:\n    import gradio\nexcept ImportError:\n    gradio = None\n"
-        "from . import remote_calls\n"
+        "from . import worker_requests\n"
         "class A:\n    import numpy\n"
         "def f():\n    import studio\n"
     )
     got = {(name, top) for name, _, top in imports(src, "engine.probe")}
     assert not {name for name, _ in got} & {"torch"}, got
-    assert {("gradio", True), ("engine.remote_calls", True), ("numpy", True), ("studio", False)} <= got, got
+    assert {("gradio", True), ("engine.worker_requests", True), ("numpy", True), ("studio", False)} <= got, got
 
 
 def test_importing_the_engine_and_the_studio_loads_no_torch() -> None:
     """The same rules at run time, through every transitive import of the entry modules."""
     code = ("import sys\n"
-            "import engine, engine.engine, engine.remote, engine.remote_dit\n"
+            "import engine, engine.engine, engine.worker_client, engine.remote_dit\n"
             "bad = [m for m in ('torch', 'gradio') if m in sys.modules]\n"
             "import studio\n"
             "bad += ['studio: torch'] if 'torch' in sys.modules else []\n"
@@ -126,9 +126,9 @@ def test_importing_the_engine_and_the_studio_loads_no_torch() -> None:
 
 
 def test_remote_and_remote_dit_import_one_way() -> None:
-    """engine.remote reaches RemoteDiT lazily; engine.remote_dit must not import engine.remote back."""
-    names = {name for name, _, _ in imports(ROOT / "engine" / "remote_dit.py")}
-    assert "engine.remote" not in names, names
+    """The worker's client knows nothing of the torch drop-ins (`RemoteDiT`, `RemoteVae`), which use it."""
+    names = {name for name, _, _ in imports(ROOT / "engine" / "worker_client.py")}
+    assert "engine.remote_dit" not in names, names
 
 
 def test_every_file_the_readme_route_names_exists():

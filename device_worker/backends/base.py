@@ -20,7 +20,7 @@ import numpy as np
 
 from device_worker.protocol import SongParams
 from device_worker.shapes import DECODE_WINDOW, plan_windows
-from device_worker.wire import BF16, Tensor
+from device_worker.wire import Tensor, to_numpy, to_torch  # noqa: F401 - the backends import the two here
 
 Progress = Callable[[str, float], None]  # (stage, fraction 0..1)
 
@@ -168,28 +168,6 @@ class Backend(abc.ABC):
     def close(self) -> None:
         """Release the device (called once, at exit)."""
         return None  # the torch backend frees with the process; ttnn closes its mesh device here
-
-
-def to_torch(t: Tensor | None) -> Any:
-    """numpy (or BF16 bits) -> a torch tensor of the same dtype that owns its memory (wire views are
-    read-only)."""
-    import torch
-
-    if t is None:
-        return None
-    if isinstance(t, BF16):
-        return torch.from_numpy(t.bits.view(np.int16).copy()).view(torch.bfloat16)
-    return torch.from_numpy(np.array(t, copy=True))
-
-
-def to_numpy(t: Any) -> Tensor:
-    """A torch tensor on any device -> numpy (bfloat16 as BF16 bits)."""
-    import torch
-
-    t = t.detach().cpu().contiguous()
-    if t.dtype == torch.bfloat16:
-        return BF16(t.view(torch.int16).numpy().view(np.uint16))
-    return t.numpy()
 
 
 class SamplerBackend(Backend):

@@ -77,7 +77,7 @@ def warm_cache(dit: str, vae: str, python: str | None, device: str, min_s: int, 
 
 
 def _warm_cuda(dit: str, vae: str, python: str | None, device: str) -> None:
-    from engine.remote import Worker, WorkerError
+    from engine.worker_client import Worker, WorkerError
 
     click.echo(f"compiling the DiT step for {device} (a worker loads with --compile on, then exits)", err=True)
     try:

@@ -49,7 +49,7 @@ def test_half_vae_on_mps_tracks_float32(tiny_vae: Path) -> None:
 
 
 def test_a_song_through_a_worker_on_mps(reference_dir: Path, tmp_path: Path) -> None:
-    from engine.remote import Worker, collect
+    from engine.worker_client import Worker, collect
 
     assert TorchBackend("mps").decode_window_frames == 256
     with Worker(dit=str(reference_dir / "dit-tiny-base"), vae=str(reference_dir / "vae-tiny" / "vae_model.pt"),

@@ -10,7 +10,7 @@ import pytest
 from tiny_whisper import write_tiny_whisper
 
 from device_worker.transcribe import Word, group_words, load_transcriber
-from engine.remote import Worker, WorkerError
+from engine.worker_client import Worker, WorkerError
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import torch
 from ttnn_fixtures import CARD_CFG, random_dit, reference_song, save_checkpoint, song_spec
 
 from device_worker.model.load import load_dit
-from engine.remote import Worker
+from engine.worker_client import Worker
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -58,7 +58,7 @@ def test_a_card_serves_one_worker_and_the_second_says_who_holds_it(tiny_vae: Pat
 
     import pytest
 
-    from engine.remote import WorkerDeadError
+    from engine.worker_client import WorkerDeadError
 
     ckpt = save_checkpoint(random_dit(41, **CARD_CFG), tmp_path / "dit")
     site = tmp_path / "site"

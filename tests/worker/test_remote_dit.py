@@ -24,7 +24,8 @@ from _worker_util import EXACT, Song, reference
 from device_worker.model.load import load_dit
 from device_worker.model.sampling import Backbone, sample
 from device_worker.protocol import SongParams
-from engine.remote import RemoteDiT, RemoteVae, Worker
+from engine.remote_dit import RemoteDiT, RemoteVae
+from engine.worker_client import Worker
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "upstream_style.py"

@@ -24,7 +24,7 @@ from _worker_util import EXACT, RawPeer, Song, reference, signed_tcp_worker
 
 from device_worker import protocol as P
 from device_worker import wire
-from engine.remote import Worker, WorkerError, collect
+from engine.worker_client import Worker, WorkerError, collect
 
 SECRET = b"1b3d5f7a9c0e2f4a6b8d0c1e3f5a7b9d"
 SONG = Song(frames=64, steps=12, seed=9)

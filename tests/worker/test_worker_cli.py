@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from device_worker.__main__ import build_parser
 from device_worker.config import OPTIONS, WorkerConfig, flag
-from engine.remote import Worker
+from engine.worker_client import Worker
 from studio.cli.worker import worker
 
 
@@ -61,7 +61,7 @@ def test_device_worker_imports_nothing_from_engine_or_studio():
 
 
 def test_engine_remote_does_not_import_torch():
-    code = "import sys, engine.remote; assert 'torch' not in sys.modules"
+    code = "import sys, engine.worker_client; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 

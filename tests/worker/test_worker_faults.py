@@ -22,7 +22,7 @@ from _worker_util import EXACT, RawPeer, Song, reference, signed_tcp_worker
 
 from device_worker import protocol as P
 from device_worker import wire
-from engine.remote import Worker, WorkerDeadError, collect
+from engine.worker_client import Worker, WorkerDeadError, collect
 
 SONG = Song(frames=64, steps=6)
 LONG = Song(frames=64, steps=32, seed=5)
@@ -175,7 +175,7 @@ def test_worker_exits_when_its_engine_is_killed(paths, tmp_path):
     script = tmp_path / "fake_studio.py"
     script.write_text(
         "import sys, time\n"
-        "from engine.remote import Worker\n"
+        "from engine.worker_client import Worker\n"
         f"w = Worker(dit={paths[0]!r}, vae={paths[1]!r}, threads=1, lock_dir={str(tmp_path)!r})\n"
         "w.start(); w.wait_ready(60)\n"
         "print(w.proc.pid, flush=True)\n"

@@ -14,7 +14,7 @@ import pytest
 from _worker_util import EXACT, Song, _models, reference
 
 from device_worker import protocol as P
-from engine.remote import Worker, WorkerError, collect
+from engine.worker_client import Worker, WorkerError, collect
 
 SONG = Song(frames=64, steps=6)  # 5 guided steps, 3 VAE windows
 LONG = Song(frames=64, steps=16, seed=3)

@@ -60,7 +60,7 @@ def test_a_failed_compile_leaves_a_working_eager_worker(models, tmp_path: Path) 
 
     import numpy as np
 
-    from engine.remote import Worker, collect
+    from engine.worker_client import Worker, collect
 
     broken = {"CXX": "/bin/false", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}  # no cached graph
     with Worker(dit=models.base, vae=models.vae, compile="on", threads=1, lock_dir=str(tmp_path / "locks"),

@@ -11,7 +11,7 @@ PINNED = "0.81.1"  # the version every layout, API call and cache key here was w
 INSTALL_HINT = (
     "the ttnn backend needs ttnn, which PyPI ships for CPython 3.10 and 3.12 only (not 3.11): create a "
     "Python 3.12 venv, `pip install 'diffrhythm-studio[ttnn]'` in it, and start the worker with that "
-    "interpreter (`engine.remote.Worker(backend='ttnn', python='/path/to/venv312/bin/python')`, or "
+    "interpreter (`engine.worker_client.Worker(backend='ttnn', python='/path/to/venv312/bin/python')`, or "
     "`/path/to/venv312/bin/python -m device_worker --backend ttnn ...`; see docs/ttnn.md)"
 )
 

@@ -1,27 +1,24 @@
-"""The engine's side of the device worker: start it, watch it, talk to it.
+"""The engine's client of the device worker: requests out, replies and events back, death noticed.
 
-`Worker(dit=..., vae=...)` starts `python -m device_worker` as a subprocess (or attaches to one with
-`connect=`), `wait_ready()` returns once the weights are on the device, `close()` returns only after the
-process exited (terminate -> wait -> kill), so the card is free afterwards. One IO thread owns the DEALER
-socket: it sends heartbeats, routes every reply or event to the queue of the request it belongs to, and
-declares the worker dead (`WorkerDeadError` on every waiter and every later call) when the process exits
-or nothing has been heard for longer than its budget (`engine.heartbeat`: at least `dead_after_s`,
-more where latency measured on a loaded host calls for it). Callers on any thread submit jobs and iterate their
-events with deadlines. No torch here: `RemoteDiT` (in `engine.remote_dit`) imports it when built.
+`Worker(dit=..., vae=...)` starts `python -m device_worker` (through `engine.worker_process`, which owns
+the child: command line, log, reap) or attaches to a running one with `connect=`; `wait_ready()` returns
+once the weights are on the device, `close()` returns only after the process exited, so the card is free
+afterwards. One IO thread owns the DEALER socket: it sends heartbeats, routes every reply or event to the
+queue of the request (`RemoteJob`) it belongs to, and declares the worker dead (`WorkerDeadError` on every
+waiter and every later call) when the process exits or nothing has been heard for longer than its budget
+(`engine.heartbeat`: at least `dead_after_s`, more where latency measured on a loaded host calls for it).
+Callers on any thread submit jobs and iterate their events with deadlines. No torch here; the torch-style
+drop-ins for upstream scripts (`RemoteDiT`, `RemoteVae`) are in `engine.remote_dit`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 import os
 import queue
-import re
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -35,30 +32,25 @@ from device_worker import protocol as P
 from device_worker import wire
 from device_worker.config import WorkerConfig
 from engine.heartbeat import SilenceBudget
-from engine.remote_calls import (
+from engine.worker_process import WorkerProcess
+from engine.worker_requests import (
     TERMINAL,
+    Dead,
     RemoteJob,
-    RemoteVae,
     SongResult,
     WorkerDeadError,
     WorkerError,
     WorkerEvent,
-    _Dead,
-    _host,
     collect,
 )
 
-__all__ = ["TERMINAL", "RemoteJob", "RemoteVae", "SongResult", "Worker", "WorkerDeadError",
-           "WorkerError", "WorkerEvent", "collect"]
+__all__ = ["TERMINAL", "RemoteJob", "SongResult", "Worker", "WorkerDeadError", "WorkerError", "WorkerEvent",
+           "collect"]
 
 logger = logging.getLogger(__name__)
 
 READY_TIMEOUT_ENV = "DRS_WORKER_READY_TIMEOUT_S"
-
-
-_EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Refused|Exit)\b.*:")  # "FileNotFoundError: ..."
 UNIT_TIMEOUT_S = 600.0  # a card unit (one DiT step, one VAE window) running longer is hung
-
 
 class Worker:
     """A device worker process (or a connection to one) with heartbeats and per-request event queues."""
@@ -72,25 +64,24 @@ class Worker:
         secret, ...): declared there once, passed on as its flags. The rest is how this side starts
         (`python` or a `command` prefix such as a container) and watches the process."""
         self.config = WorkerConfig(dit=dit, vae=vae, **options)  # TypeError names an unknown option
-        self.python, self.command, self.extra_args = python, command, list(extra_args)
         self.secret = self.config.secret if self.config.secret is not None else wire.read_secret(self.config.secret_file)
         self.heartbeat_s, self.dead_after_s, self.unit_timeout_s = heartbeat_s, dead_after_s, unit_timeout_s
         self._slowest_unit = 0.0  # longest unit seen to finish (from PONG busy times), seconds
         self._last_busy = 0.0
-        self.env = dict(env) if env is not None else None
         self._tmpdir: str | None = None
         if connect is None and not self.config.bind:
             self._tmpdir = tempfile.mkdtemp(prefix="drs-")  # short path: unix sockets cap at ~107 chars
             self.config.bind = f"ipc://{self._tmpdir}/worker.sock"
         self.endpoint = connect or self.config.bind
         self.spawn = connect is None
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path: str | None = None
+        # The child process, when this side starts it (None with connect=: someone else owns that one).
+        self.process = WorkerProcess(self.config, python=python, command=command, extra_args=extra_args, env=env,
+                                     log_dir=self._tmpdir) if self.spawn else None
         self.welcome: P.Welcome | None = None
         self.ready: P.Ready | None = None
         self._rids = itertools.count(1)
         self._waiters: dict[int, queue.Queue[Any]] = {}
-        self._ready_q: queue.Queue[WorkerEvent | _Dead] = queue.Queue()
+        self._ready_q: queue.Queue[WorkerEvent | Dead] = queue.Queue()
         self._lock = threading.Lock()
         self._ctx = zmq.Context()
         self._push: zmq.Socket | None = None
@@ -101,13 +92,19 @@ class Worker:
         self._closed = False
 
     # ---- lifecycle ----------------------------------------------------------------------------------
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        return self.process.proc if self.process is not None else None
+
+    @property
+    def log_path(self) -> str | None:
+        return self.process.log_path if self.process is not None else None
+
     def argv(self) -> list[str]:
-        """The worker's command line: `command` prefix (a container, another venv) or `python -m`."""
-        prefix = list(self.command) if self.command else [self.python or sys.executable]
-        cfg = self.config
-        if not self.command:  # under a container/launcher prefix the worker's parent is not this process
-            cfg = dataclasses.replace(cfg, parent_pid=os.getpid())
-        return [*prefix, "-m", "device_worker", *cfg.to_argv(), *self.extra_args]
+        """The worker's command line (see `WorkerProcess.argv`)."""
+        if self.process is None:
+            raise ValueError("a Worker made with connect= starts no process")
+        return self.process.argv()
 
     def start(self) -> Worker:
         if self.spawn:
@@ -115,12 +112,8 @@ class Worker:
                 raise ValueError("Worker needs dit= and vae= checkpoint paths to start a worker (or connect=)")
             if self.secret is not None and self.config.secret_file is None:
                 raise ValueError("pass secret_file= so the worker process gets the same secret")
-            logdir = self._tmpdir or tempfile.gettempdir()
-            self.log_path = os.path.join(logdir, "worker.log")
-            with open(self.log_path, "ab") as log:
-                self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT, env=self.env,
-                                             start_new_session=True)  # a Ctrl-C in the engine is not the worker's
-            logger.info("[remote] started pid=%d bind=%s", self.proc.pid, self.endpoint)
+            assert self.process is not None
+            self.process.start(self.endpoint)
         sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVHWM, 100_000)
@@ -151,7 +144,7 @@ class Worker:
             except queue.Empty:
                 self.ensure_alive()
                 continue
-            if isinstance(item, _Dead):
+            if isinstance(item, Dead):
                 raise item.error
             if item.op is P.Op.WELCOME:
                 self.welcome = item.body
@@ -167,13 +160,13 @@ class Worker:
             return self.proc.returncode if self.proc else None
         self._closed = True
         rc = None
-        if self.proc is not None:
-            if self.proc.poll() is None and self._dead is None:
+        if self.process is not None and self.process.proc is not None:
+            if not self.process.exited() and self._dead is None:
                 try:
                     self._send(P.Shutdown(), next(self._rids))
                 except WorkerError:
                     pass
-            rc = self._reap(timeout_s)
+            rc = self.process.reap(timeout_s)
         self._stop.set()
         if self._io is not None:
             self._io.join(5)
@@ -183,21 +176,6 @@ class Worker:
         if self._tmpdir:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
         return rc
-
-    def _reap(self, timeout_s: float) -> int:
-        assert self.proc is not None
-        try:
-            return self.proc.wait(timeout_s / 2)
-        except subprocess.TimeoutExpired:
-            pass
-        logger.warning("[remote] worker did not exit; terminating pid=%d", self.proc.pid)
-        self.proc.terminate()
-        try:
-            return self.proc.wait(timeout_s / 2)
-        except subprocess.TimeoutExpired:
-            logger.warning("[remote] worker ignored SIGTERM; killing pid=%d", self.proc.pid)
-            self.proc.kill()
-            return self.proc.wait()
 
     def __enter__(self) -> Worker:
         return self.start()
@@ -210,30 +188,13 @@ class Worker:
             raise self._dead
 
     def exit_reason(self) -> str:
-        """Why the worker process ended, in one line: its own words when it logged them (lock held by
-        pid N, a file missing, a checkpoint refused), or how it died (a signal: the OOM killer's SIGKILL)."""
-        rc = self.proc.returncode if self.proc is not None else None
-        if rc is not None and rc < 0:
-            name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else f"signal {-rc}"
-            hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if -rc == signal.SIGKILL else ""
-            return f"the worker process was killed by {name}{hint}"
-        said = ""
-        if self.log_path and os.path.exists(self.log_path):
-            with open(self.log_path, errors="replace") as fh:
-                for line in fh.readlines()[-200:]:
-                    line = line.strip()
-                    if "cannot start:" in line:
-                        said = line.split("cannot start:", 1)[1].strip()
-                    elif _EXC_LINE.match(line):
-                        said = line
-        return f"the worker process exited with code {rc}" + (f": {said}" if said else "")
+        """Why the worker process ended, in one line (see `WorkerProcess.exit_reason`)."""
+        if self.process is None:
+            return "the worker process exited with code None"
+        return self.process.exit_reason()
 
     def _log_tail(self, lines: int = 15) -> str:
-        if not self.log_path or not os.path.exists(self.log_path):
-            return ""
-        with open(self.log_path, errors="replace") as fh:
-            tail = fh.readlines()[-lines:]
-        return "\n--- worker log (last lines) ---\n" + "".join(tail) if tail else ""
+        return self.process.log_tail(lines) if self.process is not None else ""
 
     # ---- requests -----------------------------------------------------------------------------------
     def submit(self, text: np.ndarray, style: Any, negative_style: Any, *, cond: Any = None,
@@ -244,26 +205,26 @@ class Worker:
         settings = {k: options.pop(k) for k in list(options) if k in P.SongParams.__struct_fields__}
         if song is not None and settings:
             raise TypeError(f"give the song's settings in `song` or as keywords, not both: {sorted(settings)}")
-        tensors = {"text": np.asarray(text, dtype=np.int64), "style": _host(style),
-                   "negative_style": _host(negative_style)}
+        tensors = {"text": np.asarray(text, dtype=np.int64), "style": wire.to_numpy(style),
+                   "negative_style": wire.to_numpy(negative_style)}
         if cond is not None:
-            tensors["cond"] = _host(cond)
+            tensors["cond"] = wire.to_numpy(cond)
         return self._request(P.Submit(song=song or P.SongParams(**settings), **options), tensors)
 
     def decode(self, latent_cn: Any, window: int = 128, overlap: int = 32) -> RemoteJob:
         """A decode-only job: latent float32 [64, T] -> WINDOW events, then DONE."""
-        return self._request(P.Decode(window, overlap), {"latent": np.asarray(_host(latent_cn), np.float32)})
+        return self._request(P.Decode(window, overlap), {"latent": np.asarray(wire.to_numpy(latent_cn), np.float32)})
 
     def encode(self, audio: Any, seed: int | None = None, timeout_s: float = 120.0) -> tuple[np.ndarray, int]:
         """Stereo 44.1 kHz audio float32 [2, n] -> (drawn latent [n/2048, 64], the seed it was drawn with)."""
-        ev = self._request(P.Encode(seed), {"audio": np.asarray(_host(audio), np.float32)}).reply(timeout_s)
+        ev = self._request(P.Encode(seed), {"audio": np.asarray(wire.to_numpy(audio), np.float32)}).reply(timeout_s)
         return ev.tensors["latent"], ev.body.seed
 
     def style_text(self, texts: Sequence[str], timeout_s: float = 120.0) -> np.ndarray:
         return self._request(P.Style(list(texts)), {}).reply(timeout_s).tensors["embedding"]
 
     def style_audio(self, wav_24k: Any, timeout_s: float = 120.0) -> np.ndarray:
-        audio = np.asarray(_host(wav_24k), np.float32)
+        audio = np.asarray(wire.to_numpy(wav_24k), np.float32)
         return self._request(P.Style(None), {"audio": audio[None] if audio.ndim == 1 else audio}).reply(
             timeout_s).tensors["embedding"]
 
@@ -271,7 +232,7 @@ class Worker:
                    timeout_s: float = 600.0) -> P.Transcript:
         """16 kHz mono float32 [n] -> the words the worker's Whisper heard, with times (s)."""
         body = P.Transcribe([[float(a), float(b)] for a, b in windows or []], language)
-        return self._request(body, {"audio": np.ascontiguousarray(_host(audio_16k), np.float32)}).reply(
+        return self._request(body, {"audio": np.ascontiguousarray(wire.to_numpy(audio_16k), np.float32)}).reply(
             timeout_s).body
 
     def forward(self, tensors: Mapping[str, Any], *, drop_audio_cond: bool = False, drop_text: bool = False,
@@ -287,7 +248,7 @@ class Worker:
         self.ensure_alive()
         rid = next(self._rids)
         job = RemoteJob(self, rid)
-        self._send(body, rid, tensors, waiter=job._q)
+        self._send(body, rid, tensors, waiter=job.inbox)
         return job
 
     def _send(self, body: Any, rid: int, tensors: Mapping[str, Any] | None = None, waiter: Any = None) -> None:
@@ -300,9 +261,14 @@ class Worker:
                 self._waiters[rid] = waiter
             self._push.send_multipart(frames, copy=False)
 
-    def _forget(self, rid: int) -> None:
+    def forget(self, rid: int) -> None:
+        """Request `rid` is over: later messages for it are dropped."""
         with self._lock:
             self._waiters.pop(rid, None)
+
+    def cancel(self, rid: int) -> None:
+        """Ask the worker to stop request `rid` (its CANCELLED or DONE still arrives)."""
+        self._send(P.Cancel(rid), next(self._rids))
 
     # ---- IO thread ----------------------------------------------------------------------------------
     def _io_main(self, sock: zmq.Socket, pull: zmq.Socket) -> None:
@@ -366,7 +332,7 @@ class Worker:
     def _check_health(self, now: float, sock: zmq.Socket, limits: P.Limits) -> None:
         if self._dead is not None or self._closed:
             return
-        if self.proc is not None and self.proc.poll() is not None:
+        if self.process is not None and self.process.exited():
             # Deliver what the worker sent before it exited (its last errors) ahead of the dead sentinel.
             while sock.poll(100):
                 self._on_frames(sock.recv_multipart(copy=False), limits)
@@ -383,12 +349,4 @@ class Worker:
             self._dead = err
             waiters = list(self._waiters.values())
         for q in [*waiters, self._ready_q]:
-            q.put(_Dead(err))
-
-
-def __getattr__(name: str) -> Any:  # RemoteDiT is a torch module: built on first use, so no torch here
-    if name == "RemoteDiT":
-        from engine.remote_dit import RemoteDiT
-
-        return RemoteDiT
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+            q.put(Dead(err))

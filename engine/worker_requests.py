@@ -1,6 +1,8 @@
-"""Requests in flight on the engine side: events, `RemoteJob` (iterate, cancel), results, `RemoteVae`.
+"""What a request to the device worker gives back: its events, the job in flight, a song's result, errors.
 
-Split from `engine.remote` (which re-exports everything here). No torch at import time.
+`engine.worker_client.Worker` makes a `RemoteJob` per request and its IO thread fills the job's `inbox`;
+the caller, on any thread, iterates `events()` with deadlines or takes the single `reply()` of a call.
+No sockets and no torch here.
 """
 
 from __future__ import annotations
@@ -9,12 +11,11 @@ import queue
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from device_worker import protocol as P
-from device_worker import wire
 
 TERMINAL = (P.Op.DONE, P.Op.ERROR, P.Op.CANCELLED)
 
@@ -41,18 +42,30 @@ class WorkerEvent:
         return self.op.name.lower()
 
 
-class _Dead:
+class Dead:
+    """The sentinel the client puts in every waiting queue once the worker is dead."""
+
     def __init__(self, error: WorkerDeadError) -> None:
         self.error = error
+
+
+class Client(Protocol):
+    """What a job needs of the worker's client (`engine.worker_client.Worker`)."""
+
+    def ensure_alive(self) -> None: ...
+
+    def forget(self, rid: int) -> None: ...
+
+    def cancel(self, rid: int) -> None: ...
 
 
 class RemoteJob:
     """A request in flight: a song job (SUBMIT/DECODE) or a call. Iterate `events()`; `cancel()` any time."""
 
-    def __init__(self, worker: Any, rid: int) -> None:
+    def __init__(self, worker: Client, rid: int) -> None:
         self.worker = worker
         self.rid = rid
-        self._q: queue.Queue[WorkerEvent | _Dead] = queue.Queue()
+        self.inbox: queue.Queue[WorkerEvent | Dead] = queue.Queue()  # filled by the client's IO thread
         self.finished = False
 
     def next_event(self, timeout_s: float | None = None) -> WorkerEvent:
@@ -63,16 +76,16 @@ class RemoteJob:
             if wait <= 0:
                 raise TimeoutError(f"no event for request {self.rid} within {timeout_s} s")
             try:
-                item = self._q.get(timeout=wait)
+                item = self.inbox.get(timeout=wait)
             except queue.Empty:
                 self.worker.ensure_alive()
                 continue
-            if isinstance(item, _Dead):
-                self._q.put(item)  # every later call sees it too
+            if isinstance(item, Dead):
+                self.inbox.put(item)  # every later call sees it too
                 raise item.error
             if item.op in TERMINAL:
                 self.finished = True
-                self.worker._forget(self.rid)
+                self.worker.forget(self.rid)
             return item
 
     def events(self, timeout_s: float | None = None, event_timeout_s: float | None = None) -> Iterator[WorkerEvent]:
@@ -86,13 +99,13 @@ class RemoteJob:
 
     def cancel(self) -> None:
         if not self.finished:
-            self.worker._send(P.Cancel(self.rid), next(self.worker._rids))
+            self.worker.cancel(self.rid)
 
     def reply(self, timeout_s: float | None = 60.0) -> WorkerEvent:
         """For calls: the single reply; an ERROR becomes WorkerError."""
         ev = self.next_event(timeout_s)
         self.finished = True
-        self.worker._forget(self.rid)
+        self.worker.forget(self.rid)
         if ev.op is P.Op.ERROR:
             raise WorkerError(ev.body.error)
         return ev
@@ -124,35 +137,3 @@ def collect(job: RemoteJob, timeout_s: float | None = 600.0) -> SongResult:
             audio = np.concatenate(blocks, axis=1) if blocks else np.zeros((2, 0), np.float32)
             return SongResult(latent, audio, dict(ev.body.timings), evs)
     raise WorkerError(f"job {job.rid} ended without DONE")
-
-
-def _host(t: Any) -> Any:
-    """A torch tensor (without importing torch) or array-like -> numpy (bfloat16 as wire.BF16 bits)."""
-    if hasattr(t, "detach"):
-        t = t.detach().cpu().contiguous()
-        if str(t.dtype) == "torch.bfloat16":
-            import torch
-
-            return wire.BF16(t.view(torch.int16).numpy().view(np.uint16))
-        return t.numpy()
-    return t if isinstance(t, (np.ndarray, wire.BF16)) else np.asarray(t)
-
-
-class RemoteVae:
-    """The worker's VAE as an object: `.decode(latent_bcn [B, 64, T])` -> audio [B, 2, T * 2048], decoded
-    window by window on the worker (torch in -> torch out, numpy in -> numpy out)."""
-
-    def __init__(self, worker: Any, window: int = 128, overlap: int = 32, timeout_s: float = 600.0) -> None:
-        self.worker, self.window, self.overlap, self.timeout_s = worker, window, overlap, timeout_s
-
-    def decode(self, latent_bcn: Any) -> Any:
-        lat = _host(latent_bcn)
-        if lat.ndim != 3:
-            raise ValueError(f"decode takes [B, 64, T], got shape {tuple(lat.shape)}")
-        jobs = [self.worker.decode(lat[b], self.window, self.overlap) for b in range(lat.shape[0])]
-        out = np.stack([collect(j, self.timeout_s).audio for j in jobs])
-        if hasattr(latent_bcn, "detach"):
-            import torch
-
-            return torch.from_numpy(out).to(latent_bcn.device)
-        return out
