@@ -1,4 +1,4 @@
-"""The events a job yields, in order, and the ETA model behind them.
+"""The events a job yields, in order (the ETA model behind their `eta_s` is `engine.eta`).
 
 Order for a healthy job: Queued (one or more, as the position moves) -> Preparing (lyrics, style,
 reference) -> per take: Running -> Step 2..N -> Decoding 1..M (each with an AudioChunk) -> TakeDone
@@ -177,79 +177,6 @@ def error_text(exc: BaseException) -> str:
     if getattr(exc, "relayed", False):
         return text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-@dataclass
-class TakeEta:
-    """Time left for one take from its own measured step and window times.
-
-    Per-step time is measured on the worker between this take's consecutive events, so it already holds
-    whatever the scheduling policy interleaves. Decoding is counted from the first step, so the figure
-    runs down across diffusion and decode without a jump: `windows` is the planned window count, and a
-    window's time is this take's own once measured, else `window_s_hint` (earlier takes on the same
-    engine), else the step time times `window_ratio` (a window costs about what a step costs, until
-    one was measured).
-    """
-
-    steps: int
-    windows: int
-    step_s: float | None = None
-    window_s: float | None = None
-    steps_done: int = 0
-    windows_done: int = 0
-    window_ratio: float = 1.0
-    _last: float | None = None
-    shown_s: float | None = None  # the steadied figure last published (steady)
-    _shown_at: float | None = None
-
-    def on_step(self, k: int, measured_s: float | None, now: float | None = None) -> float:
-        interval = self._interval(now, measured_s)
-        self.step_s = _ema(self.step_s, interval)
-        self.steps_done = k
-        return interval
-
-    def on_window(self, j: int, measured_s: float | None, now: float | None = None) -> float:
-        interval = self._interval(now, measured_s)
-        self.window_s = _ema(self.window_s, interval)
-        self.windows_done = j
-        return interval
-
-    def _interval(self, now: float | None, measured_s: float | None) -> float:
-        now = time.monotonic() if now is None else now
-        # Wall time between this take's events when we have a previous one (it includes the time other
-        # jobs held the card, which is what the musician waits for); else what the worker measured.
-        interval = now - self._last if self._last is not None else (measured_s or 0.0)
-        self._last = now
-        return interval
-
-    def steady(self, raw: float | None, now: float | None = None) -> float | None:
-        """What the musician is shown: the last shown figure, run down by the time since, moved a third of
-        the way to the new estimate. When siblings start sharing the card (or stop), the estimate changes
-        at once; shown raw it jumped (28 s -> 63 s, 1.9 min -> 19 s in the walk); steadied it glides."""
-        now = time.monotonic() if now is None else now
-        if raw is None:
-            return self.shown_s
-        if self.shown_s is None or self._shown_at is None:
-            self.shown_s = raw
-        else:
-            ran_down = max(self.shown_s - (now - self._shown_at), 0.0)
-            self.shown_s = ran_down + STEADY * (raw - ran_down)
-        self._shown_at = now
-        return self.shown_s
-
-    def eta(self, window_s_hint: float | None = None) -> float | None:
-        if self.step_s is None:
-            return None
-        window_s = next(w for w in (self.window_s, window_s_hint, self.step_s * self.window_ratio) if w is not None)
-        left = (self.steps - self.steps_done) * self.step_s + (self.windows - self.windows_done) * window_s
-        return max(left, 0.0)
-
-
-STEADY = 1 / 3  # how far a shown ETA moves toward a new estimate per event
-
-
-def _ema(old: float | None, new: float, alpha: float = 0.3) -> float:
-    return new if old is None else (1 - alpha) * old + alpha * new
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:

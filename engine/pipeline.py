@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from device_worker.shapes import plan_windows
+from engine.eta import EtaBoard, TakeEta
 from engine.events import (
     AudioChunk,
     Cancelled,
@@ -36,15 +36,12 @@ from engine.events import (
     Step,
     TakeCancelled,
     TakeDone,
-    TakeEta,
     TakeResult,
     error_text,
 )
-from engine.units import BusyError, DeviceStage, JobContext, Prepared, Stopping, Unit, job_timings, wait_eta
+from engine.units import BusyError, DeviceStage, JobContext, Prepared, Stopping, Unit, job_timings
 
 logger = logging.getLogger(__name__)
-
-WAIT_ETA_EVERY_S = 2.0  # how often waiting jobs hear a fresh ETA while takes step
 
 
 class Pipeline:
@@ -69,11 +66,7 @@ class Pipeline:
         self._input_q: queue.Queue[Unit | None] = queue.Queue(maxsize=max_ready + input_threads)
         self._ready_q: queue.Queue[Unit | None] = queue.Queue(maxsize=max_ready + 1)
         self._output_q: queue.Queue[Unit | None] = queue.Queue(maxsize=max_ready + output_threads)
-        self.window_s_hint: float | None = None  # measured decode window time, for ETAs of later takes
-        self.take_s_hint: float | None = None  # wall time of a take from admission to its audio, for waiting ETAs
-        self._windows_for: dict[int, int] = {}  # frames -> decode windows the workers used (plan until seen)
-        self._flight: dict[int, Unit] = {}  # units past admission, for the waiting takes' ETA
-        self._eta_sent = 0.0  # when the waiting jobs last heard a fresh ETA
+        self.etas = EtaBoard(max_ready)  # every ETA figure published (Queued, Step, Decoding)
         self._threads = (
             [self._spawn(self._input_loop, f"engine-input-{i}") for i in range(input_threads)]
             + [self._spawn(self._device_loop, "engine-device")]
@@ -125,7 +118,7 @@ class Pipeline:
                     self._settle_locked(unit.ctx)
                     continue
                 self._in_flight += 1
-                self._flight[id(unit)] = unit
+                self.etas.flight[id(unit)] = unit
                 unit.ctx.live.add(unit.take)
                 unit.admitted = time.monotonic()
                 admitted.append(unit)
@@ -156,19 +149,14 @@ class Pipeline:
 
     def _queued(self, ctx: JobContext, position: int, ahead: int, takes: tuple[int, ...]) -> Queued:
         """Where the job's waiting takes stand, each with its own ETA (the k-th has `ahead + k` in front)."""
-        flight, windows = list(self._flight.values()), next(iter(self._windows_for.values()), 0)
-        etas = tuple(wait_eta(ahead + k, int(ctx.request.steps), flight, self.max_ready, windows=windows,
-                              window_s_hint=self.window_s_hint, take_s_hint=self.take_s_hint)
-                     for k in range(len(takes)))
+        etas = self.etas.waiting(ahead, int(ctx.request.steps), len(takes))
         return Queued(ctx.job.id, position=position, ahead=ahead, takes=takes, eta_s=etas[0] if etas else None,
                       etas_s=etas)
 
     def _refresh_waiting(self) -> None:
         """Every few seconds while takes step, the waiting jobs hear a fresh ETA (their place is unchanged)."""
-        now = time.monotonic()
-        if now - self._eta_sent < WAIT_ETA_EVERY_S:
+        if not self.etas.due():
             return
-        self._eta_sent = now
         with self._lock:
             positions = self._positions_locked()
         for ctx, (position, ahead, takes) in positions.items():
@@ -219,7 +207,7 @@ class Pipeline:
                         raise Stopping
                     unit.ctx.results[unit.take] = result
                     took = time.monotonic() - unit.admitted
-                    self.take_s_hint = took if self.take_s_hint is None else 0.7 * self.take_s_hint + 0.3 * took
+                    self.etas.take_done(took)
                 unit.job.publish(TakeDone(unit.job.id, result=result))
                 self._after(unit, result)
                 self._finish(unit)
@@ -253,29 +241,21 @@ class Pipeline:
         unit.job.publish(Running(unit.job.id, take=unit.take, seed=unit.seed, worker=worker, attempt=unit.attempt))
 
     def step(self, unit: Unit, k: int, total: int, seconds: float) -> None:
-        eta = unit.eta or self._new_eta(unit)
-        eta.steps = total
-        eta.on_step(k, seconds)
+        eta_s = self.etas.step(unit.eta or self._new_eta(unit), k, total, seconds)
         # The worker counts updates (N - 1 for N steps asked); the musician asked for N points in time.
         asked = max(int(getattr(unit.ctx.request, "steps", 0) or 0), total)
         unit.job.publish(Step(unit.job.id, take=unit.take, k=k + asked - total, total=asked, step_s=seconds,
-                              eta_s=self._eta(unit, eta)))
+                              eta_s=eta_s))
         self._refresh_waiting()
 
     def window(self, unit: Unit, j: int, total: int, seconds: float, start: int, audio: np.ndarray) -> None:
-        eta = unit.eta or TakeEta(steps=0, windows=total)
-        eta.windows = total
-        if unit.ctx.prepared is not None:
-            self._windows_for[unit.ctx.prepared.frames] = total
-        if eta.window_s is None:  # the first window's interval holds the decoder's start: smooth it in
-            eta.window_s = self.window_s_hint
-        interval = eta.on_window(j, seconds)
-        self.window_s_hint = interval if self.window_s_hint is None else 0.7 * self.window_s_hint + 0.3 * interval
+        frames = unit.ctx.prepared.frames if unit.ctx.prepared is not None else None
+        eta_s = self.etas.window(unit.eta or TakeEta(steps=0, windows=total), frames, j, total, seconds)
         if unit.first_sound_at is None:  # the musician can hear it from here (the page streams it)
             unit.first_sound_at = time.monotonic()
         unit.blocks.append((start, audio))
         job = unit.job
-        job.publish(Decoding(job.id, take=unit.take, j=j, total=total, window_s=seconds, eta_s=self._eta(unit, eta)))
+        job.publish(Decoding(job.id, take=unit.take, j=j, total=total, window_s=seconds, eta_s=eta_s))
         # A transposed view, not a copy: a long song's audio is held once until it is written.
         job.publish(AudioChunk(job.id, take=unit.take, j=j, total=total, start=start, audio=audio.T))
 
@@ -306,15 +286,9 @@ class Pipeline:
         unit.job.publish(Retrying(unit.job.id, take=unit.take, attempt=unit.attempt, reason=reason + note))
         self._ready_q.put(unit)
 
-    def _eta(self, unit: Unit, eta: TakeEta) -> float | None:
-        return eta.steady(eta.eta(self.window_s_hint))
-
     def _new_eta(self, unit: Unit) -> TakeEta:
-        """A take's ETA model before its first event: its updates and its decode windows (as the worker
-        decoded this length before, else upstream's window plan), so decoding counts from the start."""
-        frames = unit.ctx.prepared.frames if unit.ctx.prepared is not None else 0
-        windows = self._windows_for.get(frames) or (len(plan_windows(frames)) if frames > 0 else 0)
-        return TakeEta(steps=max(int(unit.ctx.request.steps) - 1, 1), windows=windows)
+        return self.etas.new_take(unit.ctx.prepared.frames if unit.ctx.prepared is not None else 0,
+                                  int(unit.ctx.request.steps))
 
     # -- endings ----------------------------------------------------------------------------------
     def cancel(self, ctx: JobContext) -> None:
@@ -370,7 +344,7 @@ class Pipeline:
             if unit.take in unit.ctx.live:
                 unit.ctx.live.discard(unit.take)
                 self._in_flight -= 1
-            self._flight.pop(id(unit), None)
+            self.etas.flight.pop(id(unit), None)
             self._settle_locked(unit.ctx)
         self._admit()
 

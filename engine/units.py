@@ -11,7 +11,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from engine.events import TakeEta, TakeResult
+from engine.eta import TakeEta
+from engine.events import TakeResult
 from engine.jobs import EngineJob
 
 
@@ -153,27 +154,6 @@ class DeviceStage(Protocol):
 
     def place(self, unit: Unit, sink: DeviceSink) -> None: ...
     def cancel(self, unit: Unit) -> None: ...
-
-
-def wait_eta(ahead: int, steps: int, flight: list[Unit], max_ready: int, *, windows: int,
-             window_s_hint: float | None, take_s_hint: float | None) -> float | None:
-    """Time until a waiting take is done: until a slot frees for it, then its own run.
-
-    Each take in flight holds a slot until its own ETA (sorted: `left`); a take runs its `steps` - 1
-    updates and `windows` windows at the pace the takes in flight have now (`run`). With `ahead` takes
-    in front of it, it gets the slot that frees (ahead+1)-th: slot `ahead % F` of the F in flight, after
-    `ahead // F` more takes have run there; so the later a take is in line, the later its ETA. Before
-    the takes in flight were timed, waves of `max_ready` takes of `take_s_hint` each stand in. None
-    until something was timed."""
-    left = sorted(e for u in flight if u.eta is not None and (e := u.eta.eta(window_s_hint)) is not None)
-    paces = sorted(u.eta.step_s for u in flight if u.eta is not None and u.eta.step_s is not None)
-    if left and len(left) == len(flight) and paces:
-        step_s = paces[len(paces) // 2]
-        run = max(steps - 1, 1) * step_s + windows * (window_s_hint or step_s)
-        return left[ahead % len(left)] + (ahead // len(left) + 1) * run
-    if take_s_hint is None:
-        return None
-    return (ahead // max_ready + 2) * take_s_hint
 
 
 def sibling_sounds_first(unit: Unit, on_worker: Iterable[Unit]) -> bool:

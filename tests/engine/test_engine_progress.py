@@ -9,7 +9,8 @@ from pathlib import Path
 
 from engine_fakes import FakeDevice, Req, make
 
-from engine.events import Cancelled, Done, Queued, Step, TakeCancelled, TakeDone, TakeEta
+from engine.eta import TakeEta
+from engine.events import Cancelled, Done, Queued, Step, TakeCancelled, TakeDone
 from engine.jobs import EngineJob
 from engine.units import JobContext
 
@@ -89,7 +90,8 @@ def test_steps_read_as_asked(tmp_path: Path) -> None:
 
 
 def test_waiting_eta_from_the_takes_in_flight() -> None:
-    from engine.units import Unit, wait_eta
+    from engine.eta import wait_eta
+    from engine.units import Unit
 
     def unit(steps_done: int) -> Unit:
         u = Unit(None, 0, 0)  # type: ignore[arg-type]  # only its ETA is read
