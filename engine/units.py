@@ -24,10 +24,6 @@ class Stopping(Exception):
     """Raised inside a stage when the job is being cancelled or has failed: drop the unit quietly."""
 
 
-class WorkerLost(RuntimeError):
-    """The worker running a take died or hung; the take may be retried elsewhere."""
-
-
 @dataclass
 class Prepared:
     """Host-input results shared by every take of a job (what the device job needs besides the seed)."""
