@@ -119,7 +119,7 @@ class Pipeline:
                     continue
                 self._in_flight += 1
                 self.etas.flight[id(unit)] = unit
-                unit.ctx.live.add(unit.take)
+                unit.ctx.unfinished.add(unit.take)
                 unit.admitted = time.monotonic()
                 admitted.append(unit)
             positions = self._positions_locked()
@@ -341,8 +341,8 @@ class Pipeline:
 
     def _finish(self, unit: Unit) -> None:
         with self._lock:
-            if unit.take in unit.ctx.live:
-                unit.ctx.live.discard(unit.take)
+            if unit.take in unit.ctx.unfinished:
+                unit.ctx.unfinished.discard(unit.take)
                 self._in_flight -= 1
             self.etas.flight.pop(id(unit), None)
             self._settle_locked(unit.ctx)
@@ -350,7 +350,7 @@ class Pipeline:
 
     def _settle_locked(self, ctx: JobContext) -> None:
         """Publish the job's terminal event once nothing of it is waiting or in flight."""
-        if ctx.ended or ctx.live or ctx.waiting > 0 or ctx.checking > 0:
+        if ctx.ended or ctx.unfinished or ctx.waiting > 0 or ctx.checking > 0:
             return
         if ctx.error is None and not ctx.job.cancel_requested and len(ctx.results) + len(ctx.cancelled) < len(ctx.seeds):
             return
@@ -380,7 +380,7 @@ class Pipeline:
             time.sleep(0.02)
         with self._lock:
             for ctx in list(self._contexts):
-                ctx.live.clear()
+                ctx.unfinished.clear()
                 ctx.waiting = ctx.checking = 0
                 self._settle_locked(ctx)
         # The queues have a spare slot per thread, so these sentinels never block.

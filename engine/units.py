@@ -58,7 +58,7 @@ class JobContext:
         self.prepared: Prepared | None = None
         self.prepare_lock = threading.Lock()
         self.results: dict[int, TakeResult] = {}
-        self.live: set[int] = set()  # takes admitted and not yet finished (any outcome)
+        self.unfinished: set[int] = set()  # takes admitted and not yet finished (any outcome)
         self.waiting = len(seeds)  # takes not yet admitted
         self.error: str | None = None
         self.ended = False

@@ -40,7 +40,7 @@ from device_worker.protocol import SongParams
 
 _DEFAULT = SongParams()  # never mutated: a default argument
 
-__all__ = ["Backbone", "Cancelled", "SongState", "sample", "start_song", "step_song", "finish_song", "release_song",
+__all__ = ["Backbone", "SamplingStopped", "SongState", "sample", "start_song", "step_song", "finish_song", "release_song",
            "make_noise"]
 
 
@@ -78,8 +78,8 @@ class Backbone(Protocol):
         ...
 
 
-class Cancelled(Exception):
-    """The progress callback returned False."""
+class SamplingStopped(Exception):
+    """The progress callback returned False (named apart from `engine.events.Cancelled` and `protocol.Cancelled`)."""
 
 
 @dataclass
@@ -252,7 +252,7 @@ def sample(
         while not state.done:
             step_song(dit, state)
             if callback is not None and callback(state.k, state.total) is False:
-                raise Cancelled(f"cancelled after step {state.k} of {state.total}")
+                raise SamplingStopped(f"cancelled after step {state.k} of {state.total}")
         return finish_song(dit, state)
     finally:
         release_song(dit, state)

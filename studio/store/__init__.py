@@ -8,15 +8,15 @@ share links (see `store.Store`).
 | `leases.py` | runner leases (heartbeats) and the recovery of takes whose process is gone |
 | `sharing.py` | share links and "copy to my sessions" |
 | `integrity.py` | `check`: what is wrong with a database |
-| `models.py` | the ORM rows and statuses |
+| `tables.py` | the ORM rows (tables) and statuses |
 | `rows.py`, `views.py` | row lookups; the read-only views handed to callers |
 | `runner_id.py` | who drives a take: host, pid namespace, pid and start time |
 
-The parts import `db` and `models`, never `store` or each other's privates (tests/test_import_rules.py).
+The parts import `db` and `tables`, never `store` or each other's privates (tests/test_import_rules.py).
 """
 
-from .models import ACTIVE_STATUSES, CANCELLED, DONE, FAILED, FINAL_STATUSES, INTERRUPTED, QUEUED, RUNNING
 from .store import DB_NAME, Store, StoreError
+from .tables import ACTIVE_STATUSES, CANCELLED, DONE, FAILED, FINAL_STATUSES, INTERRUPTED, QUEUED, RUNNING
 from .views import SessionInfo, ShareInfo, StyleInfo, TakeInfo
 
 __all__ = [

@@ -21,7 +21,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import QueuePool
 
-from .models import utcnow
+from .tables import utcnow
 
 log = logging.getLogger(__name__)
 

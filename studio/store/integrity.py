@@ -10,7 +10,7 @@ from sqlalchemy.orm import aliased
 from . import db
 from .db import Database
 from .leases import Leases
-from .models import ACTIVE_STATUSES, FINAL_STATUSES, SessionRow, ShareLinkRow, TakeRow
+from .tables import ACTIVE_STATUSES, FINAL_STATUSES, SessionRow, ShareLinkRow, TakeRow
 
 KNOWN_STATUSES = frozenset((*ACTIVE_STATUSES, *FINAL_STATUSES))
 TABLES = ("sessions", "takes", "styles", "share_links", "runners", "alembic_version")

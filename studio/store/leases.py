@@ -30,8 +30,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from .db import Database, now_expr
-from .models import ACTIVE_STATUSES, INTERRUPTED, RunnerRow, TakeRow, utcnow
 from .runner_id import pid_namespace, process_alive, runner_host, this_host, this_runner
+from .tables import ACTIVE_STATUSES, INTERRUPTED, RunnerRow, TakeRow, utcnow
 
 log = logging.getLogger(__name__)
 

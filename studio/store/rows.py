@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from .models import SessionRow, TakeRow
+from .tables import SessionRow, TakeRow
 
 
 class StoreError(ValueError):

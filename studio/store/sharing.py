@@ -5,8 +5,8 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from .db import Database
-from .models import ACTIVE_STATUSES, SessionRow, ShareLinkRow, TakeRow, utcnow
 from .rows import StoreError, denormalise, get_row, session_row, take_count
+from .tables import ACTIVE_STATUSES, SessionRow, ShareLinkRow, TakeRow, utcnow
 from .views import SessionInfo, ShareInfo
 
 

@@ -31,10 +31,10 @@ from sqlalchemy.engine import URL
 from . import db, integrity
 from .db import Database
 from .leases import HEARTBEAT_S, LEASE_S, Leases
-from .models import ACTIVE_STATUSES, INTERRUPTED, QUEUED, SessionRow, StyleRow, TakeRow, clean_text, utcnow
 from .rows import StoreError, denormalise, get_row, session_row, take_count, take_row
 from .runner_id import this_runner
 from .sharing import Sharing
+from .tables import ACTIVE_STATUSES, INTERRUPTED, QUEUED, SessionRow, StyleRow, TakeRow, clean_text, utcnow
 from .views import SessionInfo, ShareInfo, StyleInfo, TakeInfo, relative_to_data
 
 log = logging.getLogger(__name__)

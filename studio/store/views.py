@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .models import ACTIVE_STATUSES, SessionRow, ShareLinkRow, StyleRow, TakeRow
+from .tables import ACTIVE_STATUSES, SessionRow, ShareLinkRow, StyleRow, TakeRow
 
 
 @dataclass(frozen=True)

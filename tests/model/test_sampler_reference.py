@@ -11,7 +11,7 @@ from reference_cases import FP32_CASES, load_case, max_err, one_thread, song_kwa
 from device_worker.model.load import load_dit
 from device_worker.model.sampling import (
     Backbone,
-    Cancelled,
+    SamplingStopped,
     finish_song,
     make_noise,
     sample,
@@ -113,7 +113,7 @@ def test_callback_reports_progress_and_cancels(tiny) -> None:
     calls = []
     sample(tiny, **small_song(seed=1), callback=lambda k, total: calls.append((k, total)))
     assert calls == [(1, 4), (2, 4), (3, 4), (4, 4)]
-    with pytest.raises(Cancelled):
+    with pytest.raises(SamplingStopped):
         sample(tiny, **small_song(seed=1), callback=lambda k, total: k < 2)
 
 
@@ -173,6 +173,6 @@ def test_any_backbone_runs_the_sampler_and_each_cache_is_released_once(tiny) -> 
     assert isinstance(net, Backbone) and isinstance(tiny, Backbone)
     assert torch.equal(sample(net, **small_song(seed=3)), sample(tiny, **small_song(seed=3)))
     assert [id(c) for c in net.released] == [id(c) for c in net.prepared] and len(net.prepared) == 1  # by finish
-    with pytest.raises(Cancelled):
+    with pytest.raises(SamplingStopped):
         sample(net, **small_song(seed=3), callback=lambda k, total: False)
     assert [id(c) for c in net.released] == [id(c) for c in net.prepared] and len(net.prepared) == 2  # cancelled

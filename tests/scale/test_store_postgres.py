@@ -28,8 +28,8 @@ from sqlalchemy import create_engine, inspect, select, text
 
 from studio.store import DONE, INTERRUPTED, RUNNING, Store, StoreError
 from studio.store.db import alembic_config, current_revision, db_now, head_revision, make_engine, migrate
-from studio.store.models import Base, RunnerRow
 from studio.store.runner_id import this_runner
+from studio.store.tables import Base, RunnerRow
 
 ROOT = Path(__file__).resolve().parents[2]
 OTHER = "host-b.example:4242:1234"  # a runner id of another host: judged by its lease, never by a pid check

@@ -16,8 +16,8 @@ from sqlalchemy import inspect
 
 from studio.store import DONE, INTERRUPTED, RUNNING, Store, StoreError
 from studio.store.db import alembic_config, current_revision, head_revision, make_engine, migrate
-from studio.store.models import Base, SessionRow, utcnow
 from studio.store.runner_id import process_alive, this_runner
+from studio.store.tables import Base, SessionRow, utcnow
 
 ROOT = Path(__file__).resolve().parents[2]
 
