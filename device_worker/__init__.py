@@ -14,10 +14,12 @@ that run it (torch on CPU/CUDA/MPS, ttnn on a Tenstorrent p100a). It imports not
 | process | `worker` | `WorkerServer`: the ROUTER socket and IO thread around the core |
 | | `core` | `WorkerCore`: admit jobs, run one unit (a step or a VAE window) at a time, emit events |
 | | `scheduler` | which job's next unit runs (fifo / fair / ...) |
+| | `__main__`, `devices` | `python -m device_worker`; what `--device auto` picks (CUDA, MPS, CPU) |
 | | `lifecycle` | one worker per device (lock files), stale sockets, RSS |
 | | `audio` | peak normalisation and int16 output, as upstream |
 | model | `model/` | the networks in plain torch: config, DiT, VAE, loading, the sampler, the compiled step |
 | | `style/` | MuQ-MuLan (audio and text towers) and its loader |
+| | `transcribe` | Whisper in the worker (the lyrics check; also `python -m device_worker.transcribe`) |
 | backends | `backends/` | `base` (the interface and the shared sampler driver), `torch_backend`, `ttnn/` |
 """
 

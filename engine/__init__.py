@@ -16,7 +16,8 @@ protocol. One song passes through the rows below roughly top to bottom.
 | `worker_client`, `worker_requests`, `heartbeat` | the worker's client: one socket and IO thread, calls and jobs (SUBMIT/STYLE/...) in flight, death noticed (silence budget from measured latency) |
 | `worker_process` | the worker as a child process: command line, log, why it ended, reap |
 | `ray_workers` | workers as Ray actors across hosts |
-| `events` | the events a job yields, and the ETA model |
+| `events` | the events a job yields, in order |
+| `eta` | the ETA model, in one place: a take's time left, a waiting take's wait (`EtaBoard`) |
 | `outputs`, `encoder` | files: audio encoded in a child process, tags, the JSON record |
 | `style_match` | how close a take came to its style (MuQ-MuLan cosine) |
 | `hearing`, `splice` | the lyrics check after a take is written (Whisper on the worker); a re-sing keeping the source's samples |

@@ -11,6 +11,8 @@
 | `api` | named API endpoints for `gradio_client` scripts |
 | `mcp_tools`, `mcp_views` | the seven tools for agents (`studio serve --mcp`, docs/agents.md); a take as an agent reads it |
 | `services`, `config` | what handlers call (store, runner, settings, model status); studio settings |
+| `admission`, `idle`, `gradio_state` | fair shares per owner (queue, follow and stream slots); an idle studio sleeps; Gradio's per-session memory given back |
+| `keylink`, `seedbox`, `tidy` | `/?key=` links, asked never silent; the seed box; deleting a session's cancelled takes at once |
 | `store/` | SQLAlchemy store (SQLite / PostgreSQL): sessions, takes, leases, integrity, sharing |
 | `render/` | `studio render`: headless batches, manifests, resumable output folders |
 | `cli/` | the `studio` command: one module per group, and the options serve and render share |

@@ -1,4 +1,11 @@
-"""Backends the worker can run on; each is imported only when chosen (ttnn lives in its own environment)."""
+"""Backends the worker can run on; each is imported only when chosen (ttnn lives in its own environment).
+
+| module | role |
+|---|---|
+| `base` | the interface (`Backend`, `JobSpec`, `JobHandle`) and `SamplerBackend`, the shared sampler driver |
+| `torch_backend` | CPU, CUDA and MPS: the model core driven one unit (a step or a VAE window) at a time |
+| `ttnn/` | the Tenstorrent p100a: the DiT and the VAE on the card (its own table) |
+"""
 
 from __future__ import annotations
 

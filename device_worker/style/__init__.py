@@ -3,6 +3,14 @@ installed beside our CPU torch and transformers 5; see docs/models.md).
 
 `load_style_model(mulan_dir, muq_config=..., text_dir=...) -> StyleModel` with
 `.embed_text(list[str]) -> [B, 512]` and `.embed_audio(wav_24k_mono [B, n]) -> [B, 512]`, both float32.
+
+| module | role |
+|---|---|
+| `__init__` | `StyleModel` and `load_style_model`: the two towers behind two calls |
+| `load` | the released files read strictly into the port (companion config, tokenizer) |
+| `mel` | MuQ's mel front end (torchaudio's MelSpectrogram, reproduced) |
+| `muq` | the audio tower: conv subsampling + wav2vec2-conformer |
+| `mulan` | the joint-embedding towers (audio and text) |
 """
 
 from __future__ import annotations

@@ -3,6 +3,12 @@
 `resolve("diffrhythm-1.2-full")` -> {filename: Path}; `resolve_file("vae", "vae_model.pt")` -> Path.
 A missing or damaged file raises ModelFileMissing, whose message names the file and the command
 that fetches it.
+
+| module | role |
+|---|---|
+| `manifest` | every model file: source, size, checksum, licence |
+| `locate` | finding them on disk (a folder by hand, the Hugging Face cache, the studio's folder) |
+| `fetch` | downloading what is missing, with progress and resume |
 """
 
 from __future__ import annotations

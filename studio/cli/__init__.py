@@ -2,7 +2,7 @@
 
 | module | role |
 |---|---|
-| `__init__` | `main`: the `studio` group, each command imported only when it is called |
+| `__init__`, `__main__` | `main`: the `studio` group, each command imported only when it is called; `python -m studio.cli` |
 | `serve` | `studio serve`: the page, the API (and MCP), the workers behind them |
 | `render` | `studio render`: headless batches (the work itself is in `studio/render/`) |
 | `options` | what serve and render share: model names -> files, the worker plan, the data folder |

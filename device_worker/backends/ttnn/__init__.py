@@ -17,6 +17,8 @@ to use. The rest runs anywhere (and is what CI checks on CPU):
 | `tt_vae.py`     | the Oobleck decoder on the card                                             | ttnn      |
 | `device.py`     | open/close the p100a (l1_small, worker dispatch, kernel cache, scratch cwd) | ttnn      |
 | `backend.py`    | `TtnnBackend`, the worker's Backend interface                               | ttnn      |
+| `tt_trace.py`   | trace capture for the DiT, one per bucket, replayed per step                | ttnn      |
+| `warm.py`       | `studio warm-cache`'s child: compile every bucket and VAE window            | ttnn      |
 
 See docs/ttnn.md for running it and for what was checked without a card.
 """

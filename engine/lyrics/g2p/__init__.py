@@ -21,6 +21,14 @@ files are found (`zh_data.find_chinese_files`: an explicit folder, else the mode
 `LineTokens.dropped` names characters that yield no phone (upstream drops them too).
 
 Results are cached per (line, digits language).
+
+| module | role |
+|---|---|
+| `__init__` | `LyricTokenizer`: a line -> token ids, with what it did (`LineTokens`) |
+| `segment` | a line split into Chinese and English runs |
+| `english` | English g2p, reproducing upstream's phone strings |
+| `mandarin`, `polyphone` | Mandarin g2p with upstream's lexicon; the polyphone tagger (ONNX) |
+| `zh_data`, `zh_numbers` | the Chinese data files and the compact lexicon; numbers read as Chinese numerals |
 """
 
 from __future__ import annotations
