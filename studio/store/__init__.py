@@ -15,11 +15,21 @@ share links (see `store.Store`).
 The parts import `db` and `models`, never `store` or each other's privates (tests/test_import_rules.py).
 """
 
-from .models import ACTIVE_STATUSES, CANCELLED, DONE, FAILED, FINAL_STATUSES, INTERRUPTED, QUEUED, RUNNING
+from .models import (
+    ACTIVE_STATUSES,
+    CANCELLED,
+    DONE,
+    FAILED,
+    FINAL_STATUSES,
+    INTERRUPTED,
+    QUEUED,
+    RUNNING,
+    UNTITLED,
+)
 from .store import DB_NAME, Store, StoreError
 from .views import SessionInfo, ShareInfo, StyleInfo, TakeInfo
 
 __all__ = [
-    "ACTIVE_STATUSES", "CANCELLED", "DONE", "FAILED", "FINAL_STATUSES", "INTERRUPTED", "QUEUED", "RUNNING",
+    "ACTIVE_STATUSES", "CANCELLED", "DONE", "FAILED", "FINAL_STATUSES", "INTERRUPTED", "QUEUED", "RUNNING", "UNTITLED",
     "DB_NAME", "Store", "StoreError", "SessionInfo", "ShareInfo", "StyleInfo", "TakeInfo",
 ]

@@ -31,7 +31,17 @@ from sqlalchemy.engine import URL
 from . import db, integrity
 from .db import Database
 from .leases import HEARTBEAT_S, LEASE_S, Leases
-from .models import ACTIVE_STATUSES, INTERRUPTED, QUEUED, SessionRow, StyleRow, TakeRow, clean_text, utcnow
+from .models import (
+    ACTIVE_STATUSES,
+    INTERRUPTED,
+    QUEUED,
+    UNTITLED,
+    SessionRow,
+    StyleRow,
+    TakeRow,
+    clean_text,
+    utcnow,
+)
 from .rows import StoreError, denormalise, get_row, session_row, take_count, take_row
 from .runner_id import this_runner
 from .sharing import Sharing
@@ -353,7 +363,7 @@ def _title_from(inputs: dict[str, Any]) -> str:
         if text:
             return text[:60]
     style = str(inputs.get("style") or inputs.get("style_text") or "").strip()
-    return style[:60] or "Untitled session"
+    return style[:60] or UNTITLED
 
 
 def _escape_like(text: str) -> str:
