@@ -58,13 +58,22 @@ def slug(text: str, limit: int = 40) -> str:
     return s or "song"
 
 
+MADE_WORDS = {"edit": "edit", "continue": "extension"}  # a request's edit mode, in a musician's word
+
+
+def made_word(request: dict[str, Any]) -> str:
+    """"edit" or "extension" for a take made from another one (its request has an `edit`), else ""."""
+    edit = request.get("edit") or {}
+    return MADE_WORDS.get(str(edit.get("mode") or "edit"), "edit") if edit else ""
+
+
 def file_stem(info: TakeRecord) -> str:
-    """The take's file name without extension, which is also its download name: title, what made it (an
-    edit or a continuation of another take is named so), variation, seed and the time it was written, so
-    the edits and extensions of one take never download under one name."""
-    edit = info.request.get("edit") or {}
-    made = f"-{edit.get('mode', 'edit')}" if edit else ""
-    return f"{slug(info.title)}{made}-t{info.take}-s{info.seed}-{time.strftime('%H%M%S')}"
+    """The take's file name without extension (as `studio render` writes it): title, what made it (an
+    edit or an extension of another take is named so), variation, seed and the time it was written, so
+    the edits and extensions of one take never share a name. The studio's downloads are named apart
+    (`studio.download_names`)."""
+    made = made_word(info.request)
+    return f"{slug(info.title)}{'-' + made if made else ''}-t{info.take}-s{info.seed}-{time.strftime('%H%M%S')}"
 
 
 def new_take_dir(root: Path, title: str, seed: int, take: int) -> Path:

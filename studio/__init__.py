@@ -5,7 +5,7 @@
 | `app`, `page`, `ui/`, `events` | the page: sections' components, one place wiring events to handlers |
 | `handlers`, `handlers_takes` | what page events do (compose/generate; takes, sessions, sharing) |
 | `forms`, `songs` | the compose form <-> an engine request; the one path Generate, Retry and the API take |
-| `access`, `identity`, `files`, `page_files` | who may read or change what (page, API, files, live, shares); owner tokens (a key ring); signed file URLs, for the API and the page's players |
+| `access`, `identity`, `files`, `page_files`, `download_names` | who may read or change what (page, API, files, live, shares); owner tokens (a key ring); signed file URLs, for the API and the page's players; what a download is called |
 | `takes`, `progress` | the take runner (clicks -> engine jobs, events -> store); how an event shows as progress |
 | `live`, `waveform`, `present` | hearing a take while it is made; the region editor's data; how things look |
 | `api` | named API endpoints for `gradio_client` scripts |

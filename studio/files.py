@@ -13,6 +13,7 @@ from fastapi import Request  # at module level: FastAPI resolves the handler's a
 from fastapi.responses import FileResponse, PlainTextResponse
 
 from studio import access
+from studio.download_names import download_name
 
 MEDIA = {"wav": "audio/wav", "flac": "audio/flac", "mp3": "audio/mpeg", "json": "application/json"}
 
@@ -23,10 +24,11 @@ def mount(app: Any, svc: Any) -> None:
         path = access.verify_file_url(svc.store, svc.identity, take_id, kind, key)
         if path is None:
             return PlainTextResponse("No such file, or this link has expired or was revoked.", status_code=404)
-        # The take's id names the download, never the server's file name (which holds nothing secret,
-        # but says how the data folder is laid out).
-        return FileResponse(path, media_type=MEDIA.get(kind, "application/octet-stream"),
-                            filename=f"{take_id}.{path.suffix.lstrip('.') or kind}",
+        # Named for the musician (title or the take's name, its number, edit/extension of which take),
+        # never by the server's file name (which says how the data folder is laid out).
+        take = svc.store.get_take(take_id)
+        name = download_name(svc.store, take, kind) if take is not None else f"{take_id}.{kind}"
+        return FileResponse(path, media_type=MEDIA.get(kind, "application/octet-stream"), filename=name,
                             headers={"Cache-Control": "private, no-store", "X-Content-Type-Options": "nosniff"})
 
     app.add_api_route(access.FILE_PATH, file, methods=["GET"], include_in_schema=False)

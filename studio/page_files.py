@@ -19,6 +19,7 @@ import gradio as gr
 from gradio.data_classes import FileData, ListFiles
 
 from studio import access
+from studio.download_names import download_name, take_numbers
 from studio.store import TakeInfo
 
 
@@ -52,7 +53,10 @@ def take_files(svc: Any, take: TakeInfo, who: access.Who) -> dict[str, SignedFil
     handler: Gradio postprocesses the value later, outside the request."""
     root = _root()
     urls = access.file_urls(svc.store, svc.identity, take, who)
-    return {kind: SignedFile(root + url, f"{take.id}.{kind}") for kind, url in urls.items()}
+    numbers = take_numbers(svc.store, take.session_id) if urls else {}
+    # The name the page shows and the link's `download` attribute: the same as the route's
+    # Content-Disposition (studio.files), so the browser saves it under that name either way.
+    return {kind: SignedFile(root + url, download_name(svc.store, take, kind, numbers)) for kind, url in urls.items()}
 
 
 C = TypeVar("C", bound=gr.components.Component)

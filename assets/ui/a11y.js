@@ -2,7 +2,6 @@
 // - the take list's ↻ button gets an accessible name (a screen reader read "↻" or nothing);
 // - Ctrl+Enter (Cmd+Enter on a Mac) presses Generate from anywhere on the page, the lyrics box included;
 // - Space plays or pauses the shown take (outside fields and buttons);
-// - a download's "×" says it only hides the row.
 // Gradio renders after this script runs and re-renders later, so labels are applied on every change.
 (() => {
   "use strict";
@@ -19,18 +18,6 @@
     }
   }
 
-  // The "×" beside a download only hides the row in this page (Gradio's list); it read as "delete".
-  const HIDE = "Hide this row here (the file is kept; Delete removes the take)";
-  function downloads() {
-    for (const button of document.querySelectorAll("#take-files .label-clear-button")) {
-      if (button.getAttribute("aria-label") !== HIDE) {
-        button.setAttribute("aria-label", HIDE);
-        button.title = HIDE;
-      }
-    }
-  }
-
-  new MutationObserver(downloads).observe(document.documentElement, { childList: true, subtree: true });
   new MutationObserver(label).observe(document.documentElement, { childList: true, subtree: true });
   // Space plays or pauses the shown take when no field or button has the focus (tap to time takes Space
   // first while it runs; the waveform handles its own keys).

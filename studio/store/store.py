@@ -34,7 +34,7 @@ from .leases import HEARTBEAT_S, LEASE_S, Leases
 from .rows import StoreError, denormalise, get_row, session_row, take_count, take_row
 from .runner_id import this_runner
 from .sharing import Sharing
-from .tables import ACTIVE_STATUSES, INTERRUPTED, QUEUED, SessionRow, StyleRow, TakeRow, clean_text, utcnow
+from .tables import ACTIVE_STATUSES, INTERRUPTED, QUEUED, UNTITLED, SessionRow, StyleRow, TakeRow, clean_text, utcnow
 from .views import SessionInfo, ShareInfo, StyleInfo, TakeInfo, relative_to_data
 
 log = logging.getLogger(__name__)
@@ -353,7 +353,7 @@ def _title_from(inputs: dict[str, Any]) -> str:
         if text:
             return text[:60]
     style = str(inputs.get("style") or inputs.get("style_text") or "").strip()
-    return style[:60] or "Untitled session"
+    return style[:60] or UNTITLED
 
 
 def _escape_like(text: str) -> str:

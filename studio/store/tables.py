@@ -62,13 +62,16 @@ class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
+UNTITLED = "Untitled session"  # a session's title when nothing it holds gives one (store._title_from)
+
+
 class SessionRow(Base):
     """A musician's working session: the last form inputs and every take made in it."""
 
     __tablename__ = "sessions"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_token)
-    title: Mapped[str] = mapped_column(String(200), default="Untitled session")
+    title: Mapped[str] = mapped_column(String(200), default=UNTITLED)
     # The browser that created it (a random key kept in the browser's local storage); NULL for sessions
     # made by the command line (`studio render --session`), which every local browser may see.
     owner: Mapped[str | None] = mapped_column(String(64), index=True)

@@ -115,8 +115,9 @@ def test_the_studio_keeps_serving_after_an_encoder_crash(tmp_path: Path, crashin
         assert final["status"] == "done" and sf.info(svc.store.get_take(final["id"]).files["flac"]).frames > 0
 
 
-def test_edits_and_extensions_of_one_take_download_under_their_own_names():
-    """The walk found an edit and an extension of a take all downloading as `<title>-t0-s<seed>.wav`."""
+def test_edits_and_extensions_of_one_take_are_written_under_their_own_names():
+    """The walk found an edit and an extension of a take all downloading as `<title>-t0-s<seed>.wav`;
+    the files `studio render` writes say which they are, in the musician's word ("extension")."""
     from engine.outputs import file_stem
 
     plain, edit, cont = info(), info(), info()
@@ -124,4 +125,4 @@ def test_edits_and_extensions_of_one_take_download_under_their_own_names():
     cont.request["edit"] = {"song": "x.wav", "segments": [], "mode": "continue"}
     stems = [file_stem(t) for t in (plain, edit, cont)]
     assert stems[0].startswith("long-night-t0-s7-") and stems[1].startswith("long-night-edit-t0-s7-")
-    assert stems[2].startswith("long-night-continue-t0-s7-") and len(set(stems)) == 3
+    assert stems[2].startswith("long-night-extension-t0-s7-") and len(set(stems)) == 3
