@@ -16,7 +16,17 @@ The parts import `db` and `tables`, never `store` or each other's privates (test
 """
 
 from .store import DB_NAME, Store, StoreError
-from .tables import ACTIVE_STATUSES, CANCELLED, DONE, FAILED, FINAL_STATUSES, INTERRUPTED, QUEUED, RUNNING, UNTITLED
+from .tables import (
+    ACTIVE_STATUSES,
+    CANCELLED,
+    DONE,
+    FAILED,
+    FINAL_STATUSES,
+    INTERRUPTED,
+    QUEUED,
+    RUNNING,
+    UNTITLED,
+)
 from .views import SessionInfo, ShareInfo, StyleInfo, TakeInfo
 
 __all__ = [

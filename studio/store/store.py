@@ -34,7 +34,17 @@ from .leases import HEARTBEAT_S, LEASE_S, Leases
 from .rows import StoreError, denormalise, get_row, session_row, take_count, take_row
 from .runner_id import this_runner
 from .sharing import Sharing
-from .tables import ACTIVE_STATUSES, INTERRUPTED, QUEUED, UNTITLED, SessionRow, StyleRow, TakeRow, clean_text, utcnow
+from .tables import (
+    ACTIVE_STATUSES,
+    INTERRUPTED,
+    QUEUED,
+    UNTITLED,
+    SessionRow,
+    StyleRow,
+    TakeRow,
+    clean_text,
+    utcnow,
+)
 from .views import SessionInfo, ShareInfo, StyleInfo, TakeInfo, relative_to_data
 
 log = logging.getLogger(__name__)
