@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from studio import memory
 from studio.progress import PREPARE_SHARE, PROGRESS_WRITE_S, progress_of, read_record, unit_of
 from studio.store import (
     CANCELLED,
@@ -258,6 +259,7 @@ class TakeRunner:
             with self._lock:
                 for tid in take_ids:
                     self._jobs.pop(tid, None)
+            memory.trim()  # the job's audio (windows, preview chunks) is freed now: give it back
 
     def _say_waiting_for_model(self, take_id: str) -> None:
         """Phase "waiting for the model to load" with the take's place among the takes waiting with it."""

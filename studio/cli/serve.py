@@ -52,6 +52,9 @@ def serve(host: str, port: int, takes_per_owner: int, mcp: bool, data_dir: Path 
     logging.getLogger("alembic").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    from studio import memory
+
+    memory.tune()  # before the first take: freed audio windows must go back to the system
     from studio.app import build_app, launch
     from studio.config import StudioConfig
     from studio.services import ModelStatus, Services
