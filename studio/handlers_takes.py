@@ -29,9 +29,9 @@ class TakeHandlers:
     # ------------------------------------------------------------------ lists
     def _listing(self, session_id: str | None, select: str | None = None, order: str | None = None,
                  clear: bool = False, done_only: bool = False) -> dict:
-        """The take list: `select` picks a take, `clear` drops the selection (a deleted take must not stay
-        the Radio's value: the next event would send an id that is no longer a choice, and be refused);
-        neither leaves the browser's selection as it is. `done_only`: a shared view lists what it can open."""
+        """The take list: `select` picks a take, `clear` drops the selection and the take picked to edit (a
+        deleted take, or one of the session left, must not stay a value: the next event would send an id
+        that is no longer a choice, and be refused); neither leaves the browser's selection as it is. `done_only`: a shared view lists what it can open."""
         t, g = self.page.takes, self.page.gen
         takes = list(reversed(self.svc.store.list_takes(session_id))) if session_id else []
         takes = [x for x in takes if x.status == DONE] if done_only else takes
@@ -49,7 +49,8 @@ class TakeHandlers:
             listing = gr.Radio(choices=choices, value=select or None)
         else:
             listing = gr.Radio(choices=choices)
-        return {t.listing: listing, g.edit_take: gr.Dropdown(choices=done)}
+        edit = gr.Dropdown(choices=done, value=None) if clear else gr.Dropdown(choices=done)
+        return {t.listing: listing, g.edit_take: edit}
 
     def resort(self, order: str | None, take_id: str | None, session_id: str | None, owner: str | None) -> dict:
         """The list in the order picked, the shown take still selected."""
@@ -157,8 +158,9 @@ class TakeHandlers:
                                        choices=[x.name for x in self.svc.store.list_styles()])
         takes = self.svc.store.list_takes(session.id) if session else []
         first = next((t for t in reversed(takes) if t.status == DONE), None)
+        # clear: another session's (or owner's) take must not stay selected once its choices are gone
         out.update(self._listing(session.id if session else None, select=first.id if first else None,
-                                 done_only=read_only))
+                                 clear=True, done_only=read_only))
         out.update(self._sessions(owner))
         out.update(self.take_detail(first.id if first else None, None if read_only else (session.id if session else None),
                                     share))

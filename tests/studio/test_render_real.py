@@ -119,7 +119,9 @@ def test_interrupt_kill_and_resume(batch_dir: Path) -> None:
 
     # 1. SIGINT while "b" (slow) renders.
     run = Run(tmp, jobs)
-    wait_for(lambda: outcome(manifest(tmp), "b") == "running" and outcome(manifest(tmp), "e") == "done", run)
+    # "a" is sung, so its lyrics check runs after its audio, alongside e and b: wait for it to finish too
+    wait_for(lambda: outcome(manifest(tmp), "b") == "running"
+             and outcome(manifest(tmp), "e") == outcome(manifest(tmp), "a") == "done", run)
     run.proc.send_signal(signal.SIGINT)
     code, summary, err = run.wait()
     assert code == 130, err[-2000:]
