@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 _INPROC = "inproc://events"
 _CALLS = (P.Op.ENCODE, P.Op.STYLE, P.Op.FORWARD, P.Op.TRANSCRIBE)
+_BACKGROUND_CALLS = (P.Op.TRANSCRIBE,)  # a finished take's lyrics check: after the songs being made (scheduler)
 
 
 class WorkerServer:
@@ -260,7 +261,7 @@ class WorkerServer:
                 self._reply(router, peer, rid, self.core.admit(peer, msg))
             elif op in _CALLS:
                 check_call(msg, self.limits)
-                self.scheduler.add_call(Call(peer, rid, msg))
+                self.scheduler.add_call(Call(peer, rid, msg, background=op in _BACKGROUND_CALLS))
             elif op is P.Op.SHUTDOWN:
                 logger.info("[shutdown] worker: requested by peer=%s", peer.hex())
                 self._reply(router, peer, rid, P.Bye())

@@ -41,6 +41,13 @@ class TakeEta:
     shown_s: float | None = None  # the steadied figure last published (steady)
     _shown_at: float | None = None
 
+    def started(self, now: float | None = None) -> None:
+        """The take went to its worker: its first step is timed from here on the wall clock too. Timed by
+        the worker's own compute time alone, the first step left out the units of the takes sharing the
+        worker, the figure began low and climbed for steps as the average caught up (22 -> 50 s)."""
+        if self._last is None:
+            self._last = time.monotonic() if now is None else now
+
     def on_step(self, k: int, measured_s: float | None, now: float | None = None) -> float:
         interval = self._interval(now, measured_s)
         self.step_s = _ema(self.step_s, interval)

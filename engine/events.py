@@ -48,6 +48,14 @@ class Preparing(Event):
 
 
 @dataclass(frozen=True)
+class Held(Event):
+    """A variation ready for the card waits for its sibling `behind` to sound first (engine.units)."""
+
+    take: int
+    behind: int
+
+
+@dataclass(frozen=True)
 class Running(Event):
     take: int
     seed: int

@@ -30,6 +30,7 @@ from engine.events import (
     Decoding,
     Done,
     Failed,
+    Held,
     Queued,
     Retrying,
     Running,
@@ -238,7 +239,12 @@ class Pipeline:
     # -- DeviceSink: called from the device stage's threads --------------------------------------
     def running(self, unit: Unit, worker: str) -> None:
         unit.worker = worker
+        if unit.eta is not None:
+            unit.eta.started()
         unit.job.publish(Running(unit.job.id, take=unit.take, seed=unit.seed, worker=worker, attempt=unit.attempt))
+
+    def held(self, unit: Unit, behind: int) -> None:
+        unit.job.publish(Held(unit.job.id, take=unit.take, behind=behind))
 
     def step(self, unit: Unit, k: int, total: int, seconds: float) -> None:
         eta_s = self.etas.step(unit.eta or self._new_eta(unit), k, total, seconds)

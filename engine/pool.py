@@ -55,6 +55,7 @@ class Pool(Slots):
     def place(self, unit: Unit, sink: DeviceSink) -> None:
         variant = unit.ctx.request.model_variant
         t0 = time.perf_counter()
+        told = False
         with self._cond:
             while True:
                 if self._failure:  # takes queued while the workers started fail with the workers' reason
@@ -64,8 +65,12 @@ class Pool(Slots):
                 if unit.ctx.stopping:
                     raise Stopping
                 slot = self._choose(variant, unit.isolate)
-                if slot is not None and not sibling_sounds_first(unit, slot.units.values()):
+                behind = None if slot is None else sibling_sounds_first(unit, slot.units.values())
+                if slot is not None and behind is None:
                     break
+                if behind is not None and not told:  # say why it waits, once (it looked stuck preparing)
+                    sink.held(unit, behind)
+                    told = True
                 self._cond.wait(0.25)
             slot.units[unit.key] = unit
             worker = slot.worker

@@ -136,6 +136,7 @@ class DeviceSink(Protocol):
     """What the device stage reports about a unit (called from the device stage's threads)."""
 
     def running(self, unit: Unit, worker: str) -> None: ...
+    def held(self, unit: Unit, behind: int) -> None: ...
     def step(self, unit: Unit, k: int, total: int, seconds: float) -> None: ...
     def window(self, unit: Unit, j: int, total: int, seconds: float, start: int, audio: np.ndarray) -> None: ...
     def done(self, unit: Unit, timings: dict[str, float]) -> None: ...
@@ -152,13 +153,14 @@ class DeviceStage(Protocol):
     def cancel(self, unit: Unit) -> None: ...
 
 
-def sibling_sounds_first(unit: Unit, on_worker: Iterable[Unit]) -> bool:
-    """Whether `unit` should wait: an earlier variation of the same request on that worker has not sounded
-    yet. Stepping beside it would delay the first sound by the number of variations (they all step
+def sibling_sounds_first(unit: Unit, on_worker: Iterable[Unit]) -> int | None:
+    """The take `unit` should wait for, or None: an earlier variation of the same request on that worker
+    that has not sounded yet. Stepping beside it would delay the first sound by the number of variations (they all step
     together, one unit each in turn); holding the later ones until the first decoded window lets the
     musician hear the first take as soon as a single take would sound. The card does the same work either
     way, only the order changes; a worker without such a sibling (another card) takes the variation at once."""
-    return any(u.ctx is unit.ctx and u.take < unit.take and u.first_sound_at is None for u in on_worker)
+    return min((u.take for u in on_worker if u.ctx is unit.ctx and u.take < unit.take and u.first_sound_at is None),
+               default=None)
 
 
 # Moments, not durations: the job's is its earliest take's (summing them gave a first sound later than the

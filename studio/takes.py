@@ -201,6 +201,7 @@ class TakeRunner:
                     fields = {k: v for k, v in changes.items() if k in ("status", "progress", "phase", "seed")}
                     self.store.update_take(tid, **fields)
 
+        started: set[int] = set()  # takes that reached a worker
         try:
             for e in job:
                 if isinstance(e, (ev.Queued, ev.Preparing)) and self.model_loading():
@@ -221,7 +222,14 @@ class TakeRunner:
                         if (lv := self.live(tid)) is not None and lv.queue_position is None:
                             update(i, status=RUNNING, progress=0.01,
                                    phase=f"preparing {e.what}" + (f": {e.detail}" if e.detail else ""))
+                elif isinstance(e, ev.Held):
+                    # It and the siblings after it (they reach the card in order) wait for an earlier
+                    # variation's first sound; they had kept saying "preparing" meanwhile.
+                    for i in range(e.take, len(take_ids)):
+                        if i not in started and (lv := self.live(take_ids[i])) is not None and lv.queue_position is None:
+                            update(i, force=True, phase=f"waits for #{e.behind + 1} to sound first")
                 elif isinstance(e, ev.Running):
+                    started.add(e.take)
                     update(e.take, force=True, status=RUNNING, seed=e.seed, progress=PREPARE_SHARE, queue_position=None,
                            # The worker's name (w0:torch:cpu) is for the record, not the musician.
                            phase="starting" + (f" (attempt {e.attempt})" if e.attempt > 1 else ""))

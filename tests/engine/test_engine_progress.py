@@ -146,3 +146,21 @@ def test_a_shown_eta_glides_when_siblings_start_sharing_the_card() -> None:
     assert jumps_raw > 8  # the pace change as measured
     assert jumps_shown <= jumps_raw / 3 + 1e-9, (shown, raw)
     assert abs(shown[-1] - raw[-1]) < 1.0  # and it settles on the estimate: it goes to zero with the song
+
+
+def test_a_take_sharing_its_worker_times_its_first_step_on_the_wall_clock() -> None:
+    """Three other takes share the worker, one unit each per round: the worker times this take's step at
+    1 s of compute, but 4 s pass between its events. Timed from its start on the worker, the first
+    reading already says 4 s a step; timed by compute alone it began at 1 s and climbed step after step
+    (22 -> 50 s in a real browser while the take ran)."""
+    eta = TakeEta(steps=8, windows=0)
+    eta.started(now=0.0)
+    readings = []
+    for k in range(1, 9):
+        eta.on_step(k, 1.0, now=4.0 * k)
+        readings.append(eta.eta())
+    assert readings[0] == 28.0  # 7 steps left at 4 s
+    assert readings == sorted(readings, reverse=True)  # and it only runs down
+    late = TakeEta(steps=8, windows=0)
+    late.on_step(1, 1.0, now=4.0)  # never told it started: the old figure, the worker's compute time
+    assert late.eta() == 7.0

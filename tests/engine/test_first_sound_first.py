@@ -15,7 +15,7 @@ import pytest
 
 from engine.config import EngineConfig, WorkerSpec
 from engine.engine import Engine
-from engine.events import AudioChunk, Decoding, Step
+from engine.events import AudioChunk, Decoding, Held, Step
 from engine.request import SongRequest, Style
 
 STEPS = 16
@@ -59,6 +59,8 @@ def test_the_first_variation_sounds_before_its_siblings_step(engine: Engine) -> 
     first_window = next(i for i, e in enumerate(events) if isinstance(e, Decoding) and e.take == 0)
     sibling_steps = [i for i, e in enumerate(events) if isinstance(e, Step) and e.take > 0]
     assert sibling_steps and min(sibling_steps) > first_window
+    # Each later variation is told it waits, and for which one (the page said "preparing" meanwhile).
+    assert {e.take: e.behind for e in events if isinstance(e, Held)} == {1: 0, 2: 1, 3: 2}
     # Time: no later than 1.5x a single take's first sound (it was ~4x with 4 variations).
     assert heard <= 1.5 * single + 0.5, (heard, single)
     # And every variation is still made.
@@ -76,9 +78,9 @@ def test_a_sibling_waits_only_for_a_worker_its_elder_holds() -> None:
 
     a, b = Ctx(), Ctx()
     elder, later, other = Unit(a, 0, 1), Unit(a, 1, 2), Unit(b, 0, 3)  # type: ignore[arg-type]
-    assert sibling_sounds_first(later, [elder])
-    assert not sibling_sounds_first(later, [])  # the elder is on another card
-    assert not sibling_sounds_first(elder, [later])  # never the other way round
-    assert not sibling_sounds_first(other, [elder])
+    assert sibling_sounds_first(later, [elder]) == 0  # the take it waits for (its number, so 0 is one)
+    assert sibling_sounds_first(later, []) is None  # the elder is on another card
+    assert sibling_sounds_first(elder, [later]) is None  # never the other way round
+    assert sibling_sounds_first(other, [elder]) is None
     elder.first_sound_at = time.monotonic()
-    assert not sibling_sounds_first(later, [elder])
+    assert sibling_sounds_first(later, [elder]) is None

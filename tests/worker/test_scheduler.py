@@ -2,7 +2,8 @@
 
 What these tests pin: `fifo` runs the earliest job to the end; `fair` starts a new job at once and then
 round-robins; `share` lets a newcomer join from the next round, older job first; cancels are reaped
-before the next unit; calls run before job units; the job cap holds.
+before the next unit; calls run before job units, background calls (the lyrics check) after them unless they
+waited too long; the job cap holds.
 """
 
 from __future__ import annotations
@@ -94,3 +95,26 @@ def test_next_waits_then_returns_none_and_stop_wakes():
     assert s.next(0.05) is None
     s.stop()
     assert s.next(5) is None
+
+
+def test_a_background_call_waits_for_the_songs_being_made_but_not_forever(monkeypatch):
+    from device_worker import scheduler as sched
+
+    s = Scheduler("fair", max_jobs=2)
+    a = WorkerJob(b"p", 1, None)
+    s.add_job(a)
+    check = Call(b"p", 2, "transcribe", background=True)
+    s.add_call(check)
+    s.add_call(Call(b"p", 3, "forward"))
+    kind, first = s.next(0)
+    assert kind == "call" and first.rid == 3  # someone waits on a FORWARD now
+    assert s.next(0) == ("job", a)  # the take being made goes before the check of one already made
+    assert s.next(0) == ("job", a)
+    monkeypatch.setattr(sched, "BACKGROUND_MAX_WAIT_S", 0.0)  # it has waited long enough: it runs next
+    assert s.next(0) == ("call", check)
+    s.add_call(later := Call(b"p", 4, "transcribe", background=True))
+    monkeypatch.setattr(sched, "BACKGROUND_MAX_WAIT_S", 120.0)
+    assert s.next(0) == ("job", a)
+    s.remove(a, finished=True)
+    assert s.next(0) == ("call", later)  # nothing else to do: the check runs at once
+    assert s.next(0) is None
