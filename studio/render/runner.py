@@ -6,6 +6,8 @@ host stages prepare the next song and write the last while the card renders the 
 and this loop (the main thread) handles them all: progress, the store, committing folders, the
 manifest. Ctrl-C sets `stop`: submitted jobs are cancelled (the unit on the card finishes), each is
 reported cancelled, their temporary folders are removed, and jobs not yet submitted are "not-started".
+A job whose every take is already made is not cancelled: it only waits for its lyrics check, which
+the worker runs once the cancelled jobs leave the card, so a finished song is never thrown away.
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ class Active:
     takes: dict[int, Any] = field(default_factory=dict)  # take -> TakeResult
     checks: dict[int, dict[str, Any]] = field(default_factory=dict)  # take -> its lyrics_check
     last_events: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=8))
+
+    def audio_complete(self) -> bool:
+        return len(self.takes) >= self.pending.job.request.variations
 
 
 class BatchRunner:
@@ -215,7 +220,8 @@ class BatchRunner:
         from engine import events as ev
 
         for act in list(self._active.values()):
-            act.handle.cancel("interrupted (Ctrl-C)")
+            if not act.audio_complete():  # a made song keeps its files; only its lyrics check is left
+                act.handle.cancel("interrupted (Ctrl-C)")
         deadline = time.monotonic() + CANCEL_WAIT_S
         while self._active and time.monotonic() < deadline:
             try:

@@ -63,10 +63,11 @@ def test_most_words_sung_first_orders_by_the_records(studio) -> None:
              if r.get("lyrics_check") and not r["request"].get("edit")}
     assert len(share) == 2, share
     page.locator("#takes-sort label", has_text="most words sung first").click()
-    want = sorted(share, key=lambda s: -share[s])
+    # Takes heard equally well (random Whisper often hears nothing in both) may come in either order.
+    shown = "[...document.querySelectorAll('#takes label')].map(l => (l.innerText.match(/seed (\\d+)/) || [])[1]).filter(Boolean).map(Number)"
     page.wait_for_function(
-        "(want) => [...document.querySelectorAll('#takes label')].map(l => (l.innerText.match(/seed (\\d+)/) || [])[1])"
-        ".filter(Boolean).map(Number).join() === want.join()", arg=want, timeout=20_000)
+        f"(share) => {{ const s = {shown}; return s.length === 2 && share[s[0]] >= share[s[1]]; }}",
+        arg={str(k): v for k, v in share.items()}, timeout=20_000)
 
 
 def test_resing_a_ticked_line_regenerates_exactly_its_frames(studio) -> None:
