@@ -106,11 +106,14 @@ def wait_eta(ahead: int, steps: int, flight: Sequence[Timed], max_ready: int, *,
     updates and `windows` windows at the pace the takes in flight have now (`run`). With `ahead` takes
     in front of it, it gets the slot that frees (ahead+1)-th: slot `ahead % F` of the F in flight, after
     `ahead // F` more takes have run there; so the later a take is in line, the later its ETA. Before
-    the takes in flight were timed, waves of `max_ready` takes of `take_s_hint` each stand in. None
+    any take in flight was timed, waves of `max_ready` takes of `take_s_hint` each stand in. None
     until something was timed."""
     left = sorted(e for u in flight if u.eta is not None and (e := u.eta.eta(window_s_hint)) is not None)
     paces = sorted(u.eta.step_s for u in flight if u.eta is not None and u.eta.step_s is not None)
-    if left and len(left) == len(flight) and paces:
+    if left and paces:
+        # Takes in flight not yet timed (a variation held for its sibling's first sound) run before it:
+        # they count as in line ahead of it on the slots that are timed.
+        ahead += len(flight) - len(left)
         step_s = paces[len(paces) // 2]
         run = max(steps - 1, 1) * step_s + windows * (window_s_hint or step_s)
         return left[ahead % len(left)] + (ahead // len(left) + 1) * run

@@ -164,8 +164,8 @@ def test_refresh_cancel_take_actions_and_history(studio_url) -> None:
             page.wait_for_function("/waiting: 12th in line · about/.test("
                                    "document.querySelector('#progress')?.innerText)", timeout=60_000)
             lines = page.inner_text("#progress").splitlines()
-            etas = [int(m.group(1)) for line in lines if "waiting" in line
-                    and (m := re.search(r"about (\d+) s left", line))]
+            etas = [float(m.group(1)) * (60 if m.group(2) == "min" else 1) for line in lines if "waiting" in line
+                    and (m := re.search(r"about (\d+(?:\.\d+)?) (s|min) left", line))]
             assert len(etas) == 12 and etas == sorted(etas) and etas[-1] > etas[0], lines
             save(page, tmp, "generating.png")
 
