@@ -111,9 +111,8 @@ def wait_eta(ahead: int, steps: int, flight: Sequence[Timed], max_ready: int, *,
     left = sorted(e for u in flight if u.eta is not None and (e := u.eta.eta(window_s_hint)) is not None)
     paces = sorted(u.eta.step_s for u in flight if u.eta is not None and u.eta.step_s is not None)
     if left and paces:
-        # Takes in flight not yet timed (a variation held for its sibling's first sound) run before it:
-        # they count as in line ahead of it on the slots that are timed.
-        ahead += len(flight) - len(left)
+        # A take in flight not yet timed (a variation held for its sibling's first sound) frees no slot
+        # before the timed ones: the waiting take gets the first timed slot that frees.
         step_s = paces[len(paces) // 2]
         run = max(steps - 1, 1) * step_s + windows * (window_s_hint or step_s)
         return left[ahead % len(left)] + (ahead // len(left) + 1) * run

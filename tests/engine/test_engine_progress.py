@@ -111,11 +111,11 @@ def test_waiting_eta_from_the_takes_in_flight() -> None:
         u.eta.step_s = None
     assert wait_eta(4, 10, untimed, 2, windows=3, window_s_hint=1.0, take_s_hint=5.0) == 20.0
     assert wait_eta(0, 10, [], 2, windows=3, window_s_hint=None, take_s_hint=None) is None
-    # A variation held for its sibling's first sound (in flight, not yet timed) runs before the waiting
-    # take: next in line then reads as second behind the one timed take (2 s + two 12 s runs), not None.
+    # A variation held for its sibling's first sound (in flight, not yet timed) frees no slot first: next
+    # in line gets the timed take's slot (2 s, then its 12 s run), not None as when every take had to be timed.
     held = unit(0)
     held.eta.step_s = None
-    assert wait_eta(0, 10, [unit(8), held], 2, windows=3, window_s_hint=1.0, take_s_hint=None) == 26.0
+    assert wait_eta(0, 10, [unit(8), held], 2, windows=3, window_s_hint=1.0, take_s_hint=None) == 14.0
 
 
 def test_eta_counts_the_decode_from_the_first_step() -> None:
