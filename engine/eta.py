@@ -104,7 +104,7 @@ def wait_eta(ahead: int, steps: int, flight: Sequence[Timed], max_ready: int, *,
 
     Each take in flight holds a slot until its own ETA (sorted: `left`); a take runs its `steps` - 1
     updates and `windows` windows at the pace the takes in flight have now (`run`). With `ahead` takes
-    in front of it, it gets the slot that frees (ahead+1)-th: slot `ahead % F` of the F in flight, after
+    in front of it, it gets the slot that frees (ahead+1)-th: slot `ahead % F` of the F timed in flight, after
     `ahead // F` more takes have run there; so the later a take is in line, the later its ETA. Before
     any take in flight was timed, waves of `max_ready` takes of `take_s_hint` each stand in. None
     until something was timed."""
