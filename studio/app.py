@@ -62,7 +62,7 @@ def build_app(svc: Services) -> gr.Blocks:
         handlers = Handlers(svc, page)
         api.register(svc)  # first, so the stable endpoints get their plain names
         mcp_tools.register(svc)  # the agents' tools: public endpoints too, served over MCP with --mcp
-        events.wire(page, handlers, svc.config.follow_concurrency)
+        follows = events.wire(page, handlers, svc.config.follow_concurrency)
         def banner_state() -> dict:
             st = svc.model_status
             return {banner: st.banner_markdown(), banner_timer: gr.Timer(active=bool(st.loading)),
@@ -83,10 +83,13 @@ def build_app(svc: Services) -> gr.Blocks:
                          [*page.session_outputs(), owner, token, banner, shared.copy],
                          show_progress="hidden", api_visibility="private")
         keylink.wire(demo, key_link, page, handlers, svc.identity)
-        load.then(handlers.watch, [session, owner], [session, gen.message, gen.progress, gen.preview, tks.listing,
-                                            gen.edit_take, hist.sessions, *page.take_outputs()],
-                  concurrency_limit=svc.config.follow_concurrency, concurrency_id="follow",
-                  show_progress="hidden", api_visibility="private")
+        watch = load.then(handlers.watch, [session, owner], [session, gen.message, gen.progress, gen.preview,
+                                                            tks.listing, gen.edit_take, hist.sessions,
+                                                            *page.take_outputs()],
+                          concurrency_limit=svc.config.follow_concurrency, concurrency_id="follow",
+                          show_progress="hidden", api_visibility="private")
+        events.leave_follows([hist.sessions.input, hist.new.click, shared.copy.click, key_link.accept.click,
+                              key_link.back.click], [*follows, watch])
     demo.studio_page = page  # type: ignore[attr-defined]  # for tests that inspect the layout
     return demo
 

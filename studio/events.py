@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import gradio as gr
+
 from studio import seedbox, tidy
 from studio.handlers import Handlers
 from studio.page import Page
@@ -12,7 +14,8 @@ from studio.page import Page
 PRIVATE = {"api_visibility": "private"}
 
 
-def wire(page: Page, h: Handlers, follow_limit: int) -> None:
+def wire(page: Page, h: Handlers, follow_limit: int) -> list[Any]:
+    """Wire the page; returns the events that follow a session's takes (see `leave_follows`)."""
     p, c, s, g, t, hi = page, page.compose, page.style, page.gen, page.takes, page.history
 
     # ---------------------------------------------------------------- compose
@@ -37,9 +40,10 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> None:
                    *p.take_outputs()]
     g.random_seed.input(seedbox.toggled, [g.random_seed, g.seed], g.seed, show_progress="hidden", **PRIVATE)
     # After a generation redraws the list (newest first), the order the musician picked is put back.
-    generated = g.generate.click(h.generate, p.form_inputs(), gen_outputs, concurrency_limit=follow_limit,
-                                 concurrency_id="follow", show_progress="minimal", **PRIVATE).then(
-        h.resort, [t.sort, t.listing, p.session, p.owner], [t.listing, g.edit_take], **PRIVATE)
+    gen_follow = g.generate.click(h.generate, p.form_inputs(), gen_outputs, concurrency_limit=follow_limit,
+                                  concurrency_id="follow", show_progress="minimal", **PRIVATE)
+    generated = gen_follow.then(h.resort, [t.sort, t.listing, p.session, p.owner], [t.listing, g.edit_take],
+                                **PRIVATE)
     g.cancel.click(h.cancel, [p.session, p.owner], g.message, queue=False, **PRIVATE)
 
     # ---------------------------------------------------------------- takes
@@ -60,7 +64,8 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> None:
                              **PRIVATE).then(**resort)
     t.undo.click(h.undo_delete, [t.undo_id, p.session, p.owner], [t.listing, g.edit_take, *take_out],
                  **PRIVATE).then(**resort)
-    t.retry.click(h.retry, [t.listing, p.session, p.owner], [t.listing, g.edit_take, t.note], **PRIVATE).then(
+    retry_follow = t.retry.click(h.retry, [t.listing, p.session, p.owner], [t.listing, g.edit_take, t.note],
+                                 **PRIVATE).then(
         h.watch, [p.session, p.owner], gen_outputs, concurrency_limit=follow_limit, concurrency_id="follow", **PRIVATE)
     form_out = [*p.form_fields().values(), s.text_group, s.audio_group, s.saved_group, s.audio, t.note]
     t.use_settings.click(h.use_settings, [t.listing, p.session, p.owner], form_out, **PRIVATE)
@@ -68,7 +73,7 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> None:
     t.cancel_take.click(h.cancel_take, [t.listing, p.session, p.owner], t.note, queue=False, **PRIVATE)
     t.use_edit.click(h.use_edit, [t.listing, p.session, p.owner], [*form_out, t.listing], **PRIVATE)
 
-    wire_heard(page, h, follow_limit, gen_outputs, resort, generated)
+    follows = [gen_follow, retry_follow, *wire_heard(page, h, follow_limit, gen_outputs, resort, generated)]
 
     t.ab.expand(h.ab_choices, [p.session, p.owner, p.token], [t.ab_a, t.ab_b], **PRIVATE)
     for pick in (t.ab_a, t.ab_b):
@@ -88,19 +93,34 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> None:
     # After copying, drop `?s=` from the address bar so a refresh opens the copy, not the shared view.
     p.shared.copy.click(h.copy_shared, [p.token, p.owner], [*session_out, p.token], **PRIVATE).then(
         None, js="() => window.history.replaceState(null, '', window.location.pathname)", **PRIVATE)
+    return follows
 
 
-def wire_heard(page: Page, h: Handlers, follow_limit: int, gen_outputs: list, resort: dict, generated: Any) -> None:
+def leave_follows(switches: list[Any], follows: list[Any]) -> None:
+    """Whatever puts another session (or owner) on the page stops the page's follows of the one it left.
+
+    A follow (Generate, the watch after a reload, Retry, Re-sing, the lyrics check's wait) streams *its*
+    session's take list until the takes end; left running after a switch it drew the old session's takes
+    over the new one, and the next event sent a take id the new list does not hold (Gradio refuses it:
+    "Value ... is not in the list of choices"). The takes themselves go on rendering: only the page's
+    following stops, as when the page is closed."""
+    gr.on(switches, None, cancels=follows, **PRIVATE)
+
+
+def wire_heard(page: Page, h: Handlers, follow_limit: int, gen_outputs: list, resort: dict,
+               generated: Any) -> list[Any]:
     """The lyrics check on the page: marks and the re-sing panel follow the shown take, and arrive after it
-    is playable (heard_wait); "Re-sing ticked lines" starts an edit take and follows it like Generate."""
+    is playable (heard_wait); "Re-sing ticked lines" starts an edit take and follows it like Generate.
+    Returns the events that follow takes."""
     p, t, r = page, page.takes, page.takes.resing
     heard_in = [t.listing, p.session, p.owner, p.token]
     heard_out = [t.lyric_lines, r.group, r.summary, r.lines, r.note]
     # It may wait for a check still to come: its own pool, so one page waiting never holds up another's.
     wait = dict(fn=h.heard_wait, inputs=heard_in, outputs=heard_out, show_progress="hidden",
                 concurrency_limit=follow_limit, concurrency_id="heard", **PRIVATE)
-    t.listing.change(trigger_mode="always_last", **wait)
-    generated.then(**wait)
-    r.go.click(h.resing_lines, [t.listing, r.lines, p.session, p.owner], r.note, **PRIVATE).then(
+    waits = [t.listing.change(trigger_mode="always_last", **wait), generated.then(**wait)]
+    resing_follow = r.go.click(h.resing_lines, [t.listing, r.lines, p.session, p.owner], r.note, **PRIVATE).then(
         h.watch, [p.session, p.owner], gen_outputs, concurrency_limit=follow_limit, concurrency_id="follow",
-        **PRIVATE).then(**resort).then(**wait)
+        **PRIVATE)
+    waits.append(resing_follow.then(**resort).then(**wait))
+    return [resing_follow, *waits]
