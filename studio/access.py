@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,6 +177,53 @@ def verify_file_url(store: Store, identity: Any, take_id: str, kind: str, key: s
             return None
     path = Path(take.files[kind])
     return path if path.is_file() else None
+
+
+# ---------------------------------------------------------------------- a session's style reference
+
+REFERENCE_PATH = "/studio/reference/{session_id}"
+_REF_KEY = re.compile(r"^(\d{1,12})\.([0-9a-f]{32})$")
+
+
+def session_reference(session: SessionInfo, inside: Callable[[str], Path]) -> Path | None:
+    """The uploaded reference song a session's style uses, if it is a file inside the data folder
+    (`inside`: the config's check, raising for anything outside)."""
+    inputs = session.inputs or {}
+    name = inputs.get("style_audio")
+    if inputs.get("style_source") != "audio" or not isinstance(name, str) or not name:
+        return None
+    try:
+        path = inside(name)
+    except (ValueError, OSError):
+        return None
+    return path if path.is_file() else None
+
+
+def signed_reference_url(identity: Any, session: SessionInfo, reference: Path, who: Who,
+                         now: float | None = None) -> str | None:
+    """A URL for the session's reference song, for its owner only (the player of a reopened session)."""
+    if who.owner is None or session.owner != who.owner:
+        return None
+    expiry = str(int((now if now is not None else time.time()) + FILE_TTL_S))
+    mac = identity.sign("reference", session.id, session.owner, reference.name, expiry)
+    return f"/studio/reference/{session.id}?k={expiry}.{mac}"
+
+
+def verify_reference_url(store: Store, identity: Any, inside: Callable[[str], Path], session_id: str, key: str,
+                         now: float | None = None) -> Path | None:
+    """The reference a signed URL names, while its session still has that owner and that reference."""
+    m = _REF_KEY.match(key or "")
+    if m is None or not _ID.match(session_id or ""):
+        return None
+    expiry, mac = m.groups()
+    if int(expiry) < (now if now is not None else time.time()):
+        return None
+    session = store.get_session(session_id)
+    reference = session_reference(session, inside) if session is not None else None
+    if reference is None or session is None or not session.owner:
+        return None
+    ok = identity.verify(mac, "reference", session.id, session.owner, reference.name, expiry)
+    return reference if ok else None
 
 
 # ---------------------------------------------------------------------- responses

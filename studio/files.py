@@ -31,4 +31,14 @@ def mount(app: Any, svc: Any) -> None:
         return FileResponse(path, media_type=MEDIA.get(kind, "application/octet-stream"), filename=name,
                             headers={"Cache-Control": "private, no-store", "X-Content-Type-Options": "nosniff"})
 
+    async def reference(session_id: str, request: Request) -> Any:
+        key = request.query_params.get("k", "")[:128]
+        path = access.verify_reference_url(svc.store, svc.identity, svc.config.inside_data, session_id, key)
+        if path is None:
+            return PlainTextResponse("No such file, or this link has expired or was revoked.", status_code=404)
+        return FileResponse(path, filename=f"reference{path.suffix}",
+                            headers={"Cache-Control": "private, no-store", "X-Content-Type-Options": "nosniff"})
+
     app.add_api_route(access.FILE_PATH, file, methods=["GET"], include_in_schema=False)
+    # A reopened session's style reference, for its player (`access.signed_reference_url`).
+    app.add_api_route(access.REFERENCE_PATH, reference, methods=["GET"], include_in_schema=False)

@@ -14,7 +14,7 @@ import gradio as gr
 
 from studio import access, present, seedbox, songs
 from studio.forms import ComposeForm
-from studio.page_files import audio_update, take_files
+from studio.page_files import audio_update, session_reference, take_files
 from studio.store import ACTIVE_STATUSES, DONE, INTERRUPTED, SessionInfo, StoreError, TakeInfo
 from studio.ui.takes import SORTS
 from studio.waveform import regions_html
@@ -45,10 +45,7 @@ class TakeHandlers:
             takes = sorted(takes, key=lambda x: (sung_share_of(x) is None, -(sung_share_of(x) or 0.0)))
         choices = [(present.take_label(x), x.id) for x in takes]
         done = [(present.take_label(x), x.id) for x in takes if x.status == DONE]
-        if select or clear:
-            listing = gr.Radio(choices=choices, value=select or None)
-        else:
-            listing = gr.Radio(choices=choices)
+        listing = gr.Radio(choices=choices, value=select or None) if select or clear else gr.Radio(choices=choices)
         edit = gr.Dropdown(choices=done, value=None) if clear else gr.Dropdown(choices=done)
         return {t.listing: listing, g.edit_take: edit}
 
@@ -119,7 +116,10 @@ class TakeHandlers:
             form = ComposeForm.from_dict({**(session.inputs if session else {}), **draft.get("form", {})})
             form.edit_mode, form.edit_take = "none", None  # as session_inputs: a reload starts a new song
             source_takes = rendered.get(p.gen.edit_take)  # the source-take choices _render filled
+            reference = rendered.get(p.style.audio)
             rendered.update(p.form_updates(form))
+            if session and form.style_audio == session.inputs.get("style_audio"):
+                rendered[p.style.audio] = reference  # the draft keeps the session's reference: it plays
             if source_takes is not None:
                 rendered[p.gen.edit_take] = source_takes
         elif session is None:
@@ -154,6 +154,8 @@ class TakeHandlers:
         for comp in p.form_fields().values():
             out[comp] = gr.update(value=out[comp], interactive=not read_only)
         out[p.gen.seed] = seedbox.shown(form.random_seed, form.seed, editable=not read_only)
+        if not read_only:  # the session's uploaded reference plays again, through a URL signed for its owner
+            out[p.style.audio] = session_reference(self.svc, session, access.Who.of(self.svc.identity, token=owner))
         out[p.style.saved] = gr.update(value=form.style_saved, interactive=not read_only,
                                        choices=[x.name for x in self.svc.store.list_styles()])
         takes = self.svc.store.list_takes(session.id) if session else []

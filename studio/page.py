@@ -61,7 +61,7 @@ class Page:
         out[self.style.audio_group] = gr.Group(visible=form.style_source == "audio")
         out[self.style.saved_group] = gr.Group(visible=form.style_source == "saved")
         # A stored reference is named relative to the data folder (`uploads/<digest>.wav`): no server path
-        # goes to the page, and its player stays empty (the folder is not served; the note names it).
+        # goes to the page; its player is filled by the session handlers with a signed URL (page_files).
         if form.style_audio and Path(form.style_audio).is_absolute():
             out[self.style.audio_path] = f"uploads/{Path(form.style_audio).name}"
         out[self.style.audio] = None

@@ -59,6 +59,13 @@ def take_files(svc: Any, take: TakeInfo, who: access.Who) -> dict[str, SignedFil
     return {kind: SignedFile(root + url, download_name(svc.store, take, kind, numbers)) for kind, url in urls.items()}
 
 
+def session_reference(svc: Any, session: Any, who: access.Who) -> SignedFile | None:
+    """The uploaded reference song of `who`'s own session, for the style player of the reopened session."""
+    reference = access.session_reference(session, svc.config.inside_data) if session is not None else None
+    url = access.signed_reference_url(svc.identity, session, reference, who) if reference is not None else None
+    return SignedFile(_root() + url, f"reference{reference.suffix}") if url and reference is not None else None
+
+
 C = TypeVar("C", bound=gr.components.Component)
 
 
