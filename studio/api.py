@@ -233,16 +233,17 @@ def register(svc: Services) -> None:
 
     def save_style(name: str, style_text: str = "", style_audio: str = "", request: gr.Request = None) -> dict:
         """Save a named style from a prompt or an uploaded recording (its embedding is kept)."""
-        caller(request)
+        owner = caller(request)
         try:
-            st = svc.save_style(name, text=style_text, audio=style_audio or None)
+            st = svc.save_style(name, owner=owner, text=style_text, audio=style_audio or None)
         except Exception as exc:
             raise gr.Error(str(exc)) from None
         return {"name": st.name, "embedding": bool(st.embedding_path), "prompt": st.prompt}
 
-    def styles() -> list:
-        """The saved styles (use one with style_source="saved", style_saved=NAME)."""
-        return [{"name": x.name, "prompt": x.prompt, "source": x.source} for x in store.list_styles()]
+    def styles(request: gr.Request = None) -> list:
+        """Your saved styles and the studio's shared ones (use one with style_source="saved", style_saved=NAME)."""
+        return [{"name": x.name, "prompt": x.prompt, "source": x.source, "shared": x.owner is None}
+                for x in store.list_styles(caller(request))]
 
     def lyrics_report(lyrics: str, duration: float = 95) -> dict:
         """The per-line report for lyrics at a song length (what will be sung, dropped, rushed)."""

@@ -33,7 +33,8 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> list[Any]:
     s.chips.click(lambda sample: sample[0], s.chips, s.text, **PRIVATE)
     s.audio.upload(h.style_audio, s.audio, [s.audio, s.audio_path, s.window_note], **PRIVATE)
     s.audio.stop_recording(h.style_audio, s.audio, [s.audio, s.audio_path, s.window_note], **PRIVATE)
-    s.save.click(h.save_style, [s.save_name, s.source, s.text, s.audio_path], [s.save_note, s.saved], **PRIVATE)
+    s.save.click(h.save_style, [s.save_name, s.source, s.text, s.audio_path, p.owner], [s.save_note, s.saved],
+                 **PRIVATE)
 
     # ---------------------------------------------------------------- generate
     gen_outputs = [p.session, g.message, g.progress, g.preview, t.listing, g.edit_take, hi.sessions, g.seed,

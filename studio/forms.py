@@ -100,7 +100,7 @@ class ComposeForm:
         edit source that is not a finished take of `who`'s own (`access.edit_source`)."""
         from engine.request import Reference, SongRequest, Style
 
-        style = self._style(store, config, Style)
+        style = self._style(store, config, Style, who.owner if who else None)
         edit = None
         if self.edit_mode != "none":
             if not self.edit_take:
@@ -133,13 +133,13 @@ class ComposeForm:
             title=self.title,
         )
 
-    def _style(self, store: Store, config: StudioConfig, style_cls: Any) -> Any:
+    def _style(self, store: Store, config: StudioConfig, style_cls: Any, owner: str | None) -> Any:
         if self.style_source == "audio":
             if not self.style_audio:
                 raise FormError("Upload or record a reference song, or switch the style to text.")
             return style_cls(audio=str(config.inside_data(self.style_audio)))
         if self.style_source == "saved":
-            saved = store.get_style(self.style_saved or "")
+            saved = store.get_style(self.style_saved or "", owner)  # the owner's own, else a shared one
             if saved is None:
                 raise FormError(f"No saved style named {self.style_saved!r}.")
             if saved.embedding_path:

@@ -95,18 +95,22 @@ class Handlers(TakeHandlers, ResingHandlers):
         # Named relative to the data folder: the page never sees a server path.
         return {s.audio_path: f"uploads/{kept.name}", s.window_note: self.svc.style_window_note(kept, info["seconds"])}
 
-    def save_style(self, name: str, source: str, text: str, audio_path: str) -> dict:
+    def save_style(self, name: str, source: str, text: str, audio_path: str, owner: str | None) -> dict:
+        """Saved for this page's owner only: other owners neither see nor overwrite it."""
         s = self.page.style
+        who = self._owner(owner)
+        if who is None:
+            return {s.save_note: "⚠ This page has no key yet: reload it, then save."}
         if source == "text" and not (text or "").strip() or source == "audio" and not audio_path:
             return {s.save_note: "Fill in a text prompt or a reference song first."}
         if source == "saved":
             return {s.save_note: "This is already a saved style."}
         try:
-            style = self.svc.save_style(name, text=text if source == "text" else "",
+            style = self.svc.save_style(name, owner=who, text=text if source == "text" else "",
                                         audio=audio_path if source == "audio" else None)
         except Exception as exc:  # bad name, path outside the data dir, model not loaded
             return {s.save_note: f"⚠ {exc}"}
-        names = [x.name for x in self.svc.store.list_styles()]
+        names = [x.name for x in self.svc.store.list_styles(who)]
         return {s.save_note: f"Saved as **{style.name}**.", s.saved: gr.Dropdown(choices=names)}
 
     # ------------------------------------------------------------------ generate

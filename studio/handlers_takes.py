@@ -157,7 +157,7 @@ class TakeHandlers:
         if not read_only:  # the session's uploaded reference plays again, through a URL signed for its owner
             out[p.style.audio] = session_reference(self.svc, session, access.Who.of(self.svc.identity, token=owner))
         out[p.style.saved] = gr.update(value=form.style_saved, interactive=not read_only,
-                                       choices=[x.name for x in self.svc.store.list_styles()])
+                                       choices=[x.name for x in self.svc.store.list_styles(self._owner(owner))])
         takes = self.svc.store.list_takes(session.id) if session else []
         first = next((t for t in reversed(takes) if t.status == DONE), None)
         # clear: another session's (or owner's) take must not stay selected once its choices are gone

@@ -226,13 +226,14 @@ class Services:
         text = f"MuQ-MuLan hears {_mmss(start)}–{_mmss(start + length)} of this {_mmss(seconds)} recording."
         return " ".join([text, *notes])
 
-    def save_style(self, name: str, *, text: str = "", audio: str | None = None) -> Any:
-        """A named style: the 512-d embedding (computed by the worker, kept as `styles/<name>.npy`) and,
-        for text, the prompt. Without a loaded model a text style is kept as its prompt only."""
+    def save_style(self, name: str, *, owner: str, text: str = "", audio: str | None = None) -> Any:
+        """`owner`'s named style: the 512-d embedding (computed by the worker, kept as
+        `styles/<owner digest>/<name>.npy`, so owners' names never collide) and, for text, the prompt.
+        Without a loaded model a text style is kept as its prompt only."""
         from engine.style import StyleLibrary
 
         name = name.strip()
-        library = StyleLibrary(self.config.styles_dir)
+        library = StyleLibrary(self.config.styles_dir / hashlib.sha256(owner.encode()).hexdigest()[:16])
         library._path(name)  # validates the name (letters, digits, ' _-.'), with the engine's message
         source = "text" if audio is None else Path(audio).name
         if audio is not None:
@@ -241,10 +242,11 @@ class Services:
         if styles is None:
             if audio is not None:
                 raise UploadRefused("A style from a recording needs the model loaded (it is embedded by the worker).")
-            return self.store.save_style(name, prompt=text, source=source)
+            return self.store.save_style(name, owner=owner, prompt=text, source=source)
         result = styles.from_audio(audio) if audio is not None else styles.from_text(text)
         path = library.save(name, result.vector, overwrite=True)
-        return self.store.save_style(name, prompt=text if audio is None else "", embedding_path=path, source=source)
+        return self.store.save_style(name, owner=owner, prompt=text if audio is None else "", embedding_path=path,
+                                     source=source)
 
     def checked_path(self, path: str | Path) -> Path:
         """A path a client named (API or form); refused unless inside the data directory."""

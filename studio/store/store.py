@@ -321,9 +321,11 @@ class Store:
         return self.sharing.copy_session(session_id, owner=owner)
 
     # ---------------------------------------------------------------- saved styles
-    def save_style(
-        self, name: str, *, prompt: str = "", embedding_path: str | Path | None = None, source: str = "text"
-    ) -> StyleInfo:
+    # A style belongs to the owner who saved it (names unique per owner); `owner=None` are the shared
+    # styles (saved before styles had owners, or by the operator): every owner may use them, none
+    # overwrites them. An owner's own style of the same name comes first.
+    def save_style(self, name: str, *, owner: str | None = None, prompt: str = "",
+                   embedding_path: str | Path | None = None, source: str = "text") -> StyleInfo:
         name = name.strip()
         if not name:
             raise StoreError("a saved style needs a name")
@@ -331,29 +333,39 @@ class Store:
             raise StoreError("a saved style's name is at most 200 characters, with no NUL")
         emb = relative_to_data(embedding_path, self.data_dir) if embedding_path else None
         with self.db.tx() as s:
-            row = s.scalars(select(StyleRow).where(StyleRow.name == name)).first() or StyleRow(name=name)
+            row = s.scalars(select(StyleRow).where(StyleRow.name == name, _owned_by(owner))).first()
+            row = row or StyleRow(name=name, owner=owner)
             row.prompt, row.embedding_path, row.source = prompt, emb, source
             s.add(row)
         return StyleInfo.of(row, self.data_dir)
 
-    def list_styles(self) -> list[StyleInfo]:
+    def list_styles(self, owner: str | None = None) -> list[StyleInfo]:
+        """`owner`'s styles and the shared ones, by name (an owner's own hides a shared one of its name)."""
         with self.db.read() as s:
-            return [StyleInfo.of(r, self.data_dir) for r in s.scalars(select(StyleRow).order_by(StyleRow.name))]
+            rows = s.scalars(select(StyleRow).where(or_(_owned_by(owner), _owned_by(None)))
+                             .order_by(StyleRow.name, StyleRow.owner.is_(None))).all()
+            seen: set[str] = set()
+            return [StyleInfo.of(r, self.data_dir) for r in rows if not (r.name in seen or seen.add(r.name))]
 
-    def get_style(self, name: str) -> StyleInfo | None:
+    def get_style(self, name: str, owner: str | None = None) -> StyleInfo | None:
         if "\x00" in name:
             return None
         with self.db.read() as s:
-            row = s.scalars(select(StyleRow).where(StyleRow.name == name)).first()
-            return StyleInfo.of(row, self.data_dir) if row else None
+            rows = s.scalars(select(StyleRow).where(StyleRow.name == name, or_(_owned_by(owner), _owned_by(None)))
+                             .order_by(StyleRow.owner.is_(None))).all()
+            return StyleInfo.of(rows[0], self.data_dir) if rows else None
 
-    def delete_style(self, name: str) -> None:
+    def delete_style(self, name: str, owner: str | None = None) -> None:
         if "\x00" in name:
             return
         with self.db.tx() as s:
-            row = s.scalars(select(StyleRow).where(StyleRow.name == name)).first()
+            row = s.scalars(select(StyleRow).where(StyleRow.name == name, _owned_by(owner))).first()
             if row is not None:
                 s.delete(row)
+
+
+def _owned_by(owner: str | None) -> Any:
+    return StyleRow.owner.is_(None) if owner is None else StyleRow.owner == owner
 
 
 def _title_from(inputs: dict[str, Any]) -> str:

@@ -13,7 +13,19 @@ import secrets
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship, validates
 
 # Take statuses. "interrupted" is what a take that was queued or running becomes when the studio
@@ -147,9 +159,13 @@ class StyleRow(Base):
     """A named style: a text prompt and/or a saved 512-d embedding file (`.npy` in the data dir)."""
 
     __tablename__ = "styles"
+    __table_args__ = (UniqueConstraint("owner", "name", name="uq_styles_owner_name"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    name: Mapped[str] = mapped_column(String(200), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    # The owner who saved it (names are unique per owner); NULL for a style saved before styles had
+    # owners, or by the operator: shared, usable by every owner, overwritten by none.
+    owner: Mapped[str | None] = mapped_column(String(64), index=True)
     prompt: Mapped[str] = mapped_column(Text, default="")
     embedding_path: Mapped[str | None] = mapped_column(String(500))
     source: Mapped[str] = mapped_column(String(500), default="")  # "text" or the reference file's name

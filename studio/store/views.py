@@ -125,11 +125,12 @@ class StyleInfo:
     embedding_path: str | None
     source: str
     created_at: datetime
+    owner: str | None = None  # None: a shared style (see Store.save_style)
 
     @classmethod
     def of(cls, row: StyleRow, data_dir: Path) -> StyleInfo:
         emb = str(_absolute(row.embedding_path, data_dir)) if row.embedding_path else None
-        return cls(row.id, row.name, row.prompt, emb, row.source, row.created_at)
+        return cls(row.id, row.name, row.prompt, emb, row.source, row.created_at, row.owner)
 
 
 @dataclass(frozen=True)

@@ -176,7 +176,7 @@ def test_migrated_schema_equals_models_on_postgresql(pg_url: str) -> None:
     engine = make_engine(pg_url)
     try:
         migrate(engine)
-        assert current_revision(engine) == head_revision() == "0002"
+        assert current_revision(engine) == head_revision() == "0003"
         with engine.connect() as conn:
             diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
         assert diff == [], f"models and migrations disagree on PostgreSQL: {diff}"
@@ -220,7 +220,7 @@ def test_processes_starting_together_on_an_empty_database_migrate_one_after_the_
     try:
         assert {x.title for x in store.list_sessions()} == {f"from {i}" for i in range(4)}
         with store.engine.connect() as conn:
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0002"]
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0003"]
         assert store.check_integrity() == []
     finally:
         store.close()

@@ -141,3 +141,41 @@ def test_api_calls_do_not_keep_studio_memory(studio) -> None:
     later = datetime.datetime.now() + datetime.timedelta(seconds=gradio_state.IDLE_S + 1)
     assert gradio_state.prune(holder, later) >= 30
     assert not any(not st.state_data for st in holder.session_data.values())  # what stays holds page state
+
+
+def test_saved_styles_belong_to_their_owner(studio) -> None:
+    """Finding 4: saved styles were global (any token overwrote any style; `/styles` listed every owner's
+    prompts). A style is now its owner's; shared styles (saved before owners, or by the operator) are
+    usable by all and overwritten by none."""
+    from gradio_client.exceptions import AppError
+
+    url, svc, owner, other = studio
+    svc.store.save_style("House band", prompt="shared house band")  # a shared style (no owner)
+    owner.predict("Night drive A", "dark synthwave, male vocals", "", api_name="/save_style")
+    other.predict("Night drive A", "bright ukulele pop", "", api_name="/save_style")  # its own, same name
+    mine = {s["name"]: s for s in owner.predict(api_name="/styles")}
+    theirs = {s["name"]: s for s in other.predict(api_name="/styles")}
+    assert mine["Night drive A"]["prompt"] == "dark synthwave, male vocals"  # not overwritten
+    assert theirs["Night drive A"]["prompt"] == "bright ukulele pop"
+    assert mine["House band"]["shared"] and theirs["House band"]["shared"]
+    other.predict("House band", "my own house band", "", api_name="/save_style")
+    assert {s["name"]: s for s in owner.predict(api_name="/styles")}["House band"]["prompt"] == "shared house band"
+    assert svc.store.get_style("House band").prompt == "shared house band"
+    other.predict("Only theirs", "sea shanty", "", api_name="/save_style")
+    assert "Only theirs" not in {s["name"] for s in owner.predict(api_name="/styles")}
+    with pytest.raises(AppError, match="No saved style named 'Only theirs'"):
+        owner.predict(form(style_source="saved", style_saved="Only theirs", style_text=""), "", api_name="/submit")
+    # Each owner's song uses its own style of a shared name (its own embedding file).
+    used = []
+    for client, prompt in ((owner, "dark synthwave, male vocals"), (other, "bright ukulele pop")):
+        sid, take = finished(client, style_source="saved", style_saved="Night drive A", style_text="")
+        style = svc.store.get_style("Night drive A", svc.store.get_session(sid).owner)
+        assert style.prompt == prompt and style.embedding_path, style
+        request = json.dumps(svc.store.get_take(take["id"]).request)
+        assert Path(style.embedding_path).parent.name in request, request
+        used.append(style.embedding_path)
+    assert used[0] != used[1] and all(Path(x).is_file() for x in used)
+    with httpx.Client(timeout=30) as http:  # no token: refused, nothing listed
+        ev = http.post(f"{url}/gradio_api/call/styles", json={"data": []}).json()["event_id"]
+        answer = http.get(f"{url}/gradio_api/call/styles/{ev}").text
+    assert "event: error" in answer and "dark synthwave" not in answer, answer

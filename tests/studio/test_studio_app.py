@@ -272,9 +272,9 @@ def test_saved_style_is_an_embedding_that_generates(studio) -> None:
     _, svc, c = studio
     saved = c.predict("Night drive", "dark synthwave, male vocals", "", api_name="/save_style")
     assert saved["embedding"] is True  # kept, but its server path is not the client's business
-    stored = svc.store.get_style("Night drive").embedding_path
-    emb = np.load(svc.config.inside_data(stored))
-    assert emb.shape in ((512,), (1, 512)) and svc.config.inside_data(stored).parent == svc.config.styles_dir.resolve()
+    stored = svc.store.get_style("Night drive", svc.identity.owner_of(svc.identity.cli_token())).embedding_path
+    emb = np.load(svc.config.inside_data(stored))  # the owner's own folder of styles/ (names are per owner)
+    assert emb.shape in ((512,), (1, 512)) and svc.config.inside_data(stored).parent.parent == svc.config.styles_dir.resolve()
     assert "Night drive" in [s["name"] for s in c.predict(api_name="/styles")]
     with pytest.raises(Exception, match="not allowed"):
         c.predict("../escape", "x", "", api_name="/save_style")

@@ -41,7 +41,7 @@ def test_real_file_in_wal_mode_with_foreign_keys(store: Store) -> None:
 def test_migrated_schema_equals_models(tmp_path: Path) -> None:
     engine = make_engine(tmp_path / "m.db")
     migrate(engine)
-    assert current_revision(engine) == head_revision() == "0002"
+    assert current_revision(engine) == head_revision() == "0003"
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     assert diff == [], f"models and migrations disagree: {diff}"
@@ -77,6 +77,46 @@ def test_a_file_of_the_first_schema_is_upgraded_in_place(tmp_path: Path) -> None
     assert store.get_session("old-session").title == "Before leases"
     assert store.check_integrity() == [] and not store.leases  # SQLite: the pid check, no lease rows
     store.close()
+
+
+def test_styles_saved_before_owners_become_shared_and_owners_get_their_own(tmp_path: Path) -> None:
+    """Schema 0002 styles were global; on upgrade they stay, shared (no owner): every owner uses them, an
+    owner's save of the same name makes its own, and a downgrade that would merge two owners' names is
+    refused rather than losing one."""
+    path = tmp_path / "data" / "studio.db"
+    path.parent.mkdir()
+    engine = make_engine(path)
+    migrate(engine, "0002")
+    with engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO styles (name, prompt, embedding_path, source, created_at) "
+                             "VALUES ('Warm tape', 'warm lofi tape', NULL, 'text', '2026-12-01 10:00:00')")
+    engine.dispose()
+    store = Store(path)
+    try:
+        assert current_revision(store.engine) == head_revision()
+        old = store.get_style("Warm tape", "owner-a")
+        assert old is not None and old.owner is None and old.prompt == "warm lofi tape"
+        store.save_style("Warm tape", owner="owner-a", prompt="owner a's tape")
+        store.save_style("Warm tape", owner="owner-b", prompt="owner b's tape")
+        assert store.get_style("Warm tape", "owner-a").prompt == "owner a's tape"
+        assert store.get_style("Warm tape", "owner-c").prompt == "warm lofi tape"  # the shared one
+        assert store.get_style("Warm tape").prompt == "warm lofi tape"
+        assert [(x.name, x.owner) for x in store.list_styles("owner-b")] == [("Warm tape", "owner-b")]
+        with store.engine.begin() as conn:
+            cfg = alembic_config(store.engine)
+            cfg.attributes["connection"] = conn
+            with pytest.raises(RuntimeError, match="several owners have a style named 'Warm tape'"):
+                command.downgrade(cfg, "0002")
+        assert current_revision(store.engine) == head_revision()
+        store.delete_style("Warm tape", "owner-a")
+        store.delete_style("Warm tape", "owner-b")
+        with store.engine.begin() as conn:
+            cfg = alembic_config(store.engine)
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0002")
+        assert current_revision(store.engine) == "0002"
+    finally:
+        store.close()
 
 
 def test_sessions_ids_titles_and_reopen(store: Store) -> None:
