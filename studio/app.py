@@ -12,7 +12,7 @@ from typing import Any
 
 import gradio as gr
 
-from studio import api, events, files, gradio_state, idle, keylink, live, mcp_tools
+from studio import api, events, files, gradio_state, idle, keylink, live, mcp_tools, uploads
 from studio.config import UI_ASSETS
 from studio.handlers import Handlers
 from studio.page import Page
@@ -136,6 +136,7 @@ def launch(demo: gr.Blocks, svc: Services, *, host: str = "127.0.0.1", port: int
     live.mount(launched[0], svc)
     files.mount(launched[0], svc)
     gradio_state.start_pruning(demo)
+    uploads.start_sweeping(svc)
     idle.calm_queue(demo)
     svc.state_holder = demo.state_holder
     if block:

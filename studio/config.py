@@ -33,6 +33,9 @@ class StudioConfig:
     # `browser_copies_every_s`. A copy handed out again is touched (Gradio), so a take being played stays.
     browser_copies_max_age_s: int = 1800
     browser_copies_every_s: int = 300
+    # An upload nothing uses (no session, no take names it) goes after a day (studio.uploads).
+    upload_max_age_s: float = 24 * 3600
+    upload_sweep_every_s: float = 3600
     # The label shown in the header when the weights are random (`--model test`).
     model_label: str = ""
     test_model: bool = False

@@ -137,7 +137,11 @@ class ComposeForm:
         if self.style_source == "audio":
             if not self.style_audio:
                 raise FormError("Upload or record a reference song, or switch the style to text.")
-            return style_cls(audio=str(config.inside_data(self.style_audio)))
+            kept = config.inside_data(self.style_audio)
+            if not kept.is_file():  # unused uploads go after a day (studio.uploads)
+                raise FormError("That reference song is no longer kept (an upload nothing used is removed after "
+                                "a day): upload it again.")
+            return style_cls(audio=str(kept))
         if self.style_source == "saved":
             saved = store.get_style(self.style_saved or "", owner)  # the owner's own, else a shared one
             if saved is None:

@@ -213,6 +213,8 @@ class Services:
             tmp = kept.with_suffix(kept.suffix + ".part")
             shutil.copyfile(src, tmp)
             tmp.replace(kept)
+        else:
+            os.utime(kept)  # uploaded again: new, so the sweep of unused uploads (studio.uploads) keeps it
         return kept, {"seconds": seconds, "rate": info.samplerate, "channels": info.channels, "name": name}
 
     def style_window_note(self, path: Path, seconds: float) -> str:

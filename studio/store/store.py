@@ -320,6 +320,15 @@ class Store:
     def copy_session(self, session_id: str, *, owner: str | None = None) -> SessionInfo:
         return self.sharing.copy_session(session_id, owner=owner)
 
+    def uses_upload(self, name: str) -> bool:
+        """Whether a session's inputs or a take's request names the upload `name` (`studio.uploads`)."""
+        pattern = f"%{name}%"  # a wildcard in a name only matches more: the file is kept, never lost
+        with self.db.read() as s:
+            for column in (SessionRow.inputs, TakeRow.request):
+                if s.execute(select(column).where(func.cast(column, Text()).like(pattern)).limit(1)).first():
+                    return True
+        return False
+
     # ---------------------------------------------------------------- saved styles
     # A style belongs to the owner who saved it (names unique per owner); `owner=None` are the shared
     # styles (saved before styles had owners, or by the operator): every owner may use them, none

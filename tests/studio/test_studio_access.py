@@ -179,3 +179,53 @@ def test_saved_styles_belong_to_their_owner(studio) -> None:
         ev = http.post(f"{url}/gradio_api/call/styles", json={"data": []}).json()["event_id"]
         answer = http.get(f"{url}/gradio_api/call/styles/{ev}").text
     assert "event: error" in answer and "dark synthwave" not in answer, answer
+
+
+def test_unused_uploads_expire_and_used_ones_stay(studio, tmp_path: Path) -> None:
+    """Finding 4: anonymous uploads were kept for ever in DIR/uploads. One that no session or take names
+    goes once older than a day; one a session uses stays; uploading it again makes it new; a form that
+    still names a removed upload is told to upload it again (no server path)."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from gradio_client.exceptions import AppError
+
+    from studio import uploads
+
+    url, svc, owner, _ = studio
+    songs = []
+    for i, hz in enumerate((220.0, 247.0)):
+        t = np.arange(11 * 44100) / 44100
+        path = tmp_path / f"ref{i}.wav"
+        sf.write(path, np.sin(2 * np.pi * hz * t)[:, None].repeat(2, 1) * 0.3, 44100)
+        songs.append(path)
+    used, unused = (owner.predict(handle_file(str(p)), api_name="/upload_reference")["file"] for p in songs)
+    owner.predict(form(style_source="audio", style_audio=used, title="Uses its reference"), "", api_name="/submit")
+    kept_used, kept_unused = (svc.config.data_dir / x for x in (used, unused))
+    day = svc.config.upload_max_age_s
+    for path in (kept_used, kept_unused):
+        os.utime(path, (time.time() - day - 60,) * 2)  # uploaded a day and a minute ago
+
+    assert uploads.sweep(svc.store, svc.config.uploads_dir, day) == [kept_unused.name]
+    assert kept_used.is_file() and not kept_unused.exists()
+    with pytest.raises(AppError, match="no longer kept") as refused:
+        owner.predict(form(style_source="audio", style_audio=unused), "", api_name="/submit")
+    assert str(svc.config.data_dir) not in str(refused.value)
+
+    again = owner.predict(handle_file(str(songs[1])), api_name="/upload_reference")["file"]
+    assert again == unused and kept_unused.is_file()
+    os.utime(kept_unused, (time.time() - day + 60,) * 2)  # within the day: stays
+    assert uploads.sweep(svc.store, svc.config.uploads_dir, day) == []
+
+    # The studio's own sweeper thread does the same on its schedule.
+    os.utime(kept_unused, (time.time() - day - 60,) * 2)
+    cfg = SimpleNamespace(uploads_dir=svc.config.uploads_dir, upload_max_age_s=day, upload_sweep_every_s=0.1)
+    stop = uploads.start_sweeping(SimpleNamespace(store=svc.store, config=cfg), threading.Event())
+    try:
+        deadline = time.monotonic() + 10
+        while kept_unused.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop.set()
+    assert not kept_unused.exists() and kept_used.is_file()
