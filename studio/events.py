@@ -31,8 +31,8 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> list[Any]:
                      s.saved]
     s.source.change(h.style_source, s.source, style_outputs, **PRIVATE)
     s.chips.click(lambda sample: sample[0], s.chips, s.text, **PRIVATE)
-    s.audio.upload(h.style_audio, s.audio, [s.audio, s.audio_path, s.window_note], **PRIVATE)
-    s.audio.stop_recording(h.style_audio, s.audio, [s.audio, s.audio_path, s.window_note], **PRIVATE)
+    s.audio.upload(h.style_audio, [s.audio, p.owner], [s.audio, s.audio_path, s.window_note], **PRIVATE)
+    s.audio.stop_recording(h.style_audio, [s.audio, p.owner], [s.audio, s.audio_path, s.window_note], **PRIVATE)
     s.save.click(h.save_style, [s.save_name, s.source, s.text, s.audio_path, p.owner], [s.save_note, s.saved],
                  **PRIVATE)
 

@@ -84,10 +84,13 @@ class Handlers(TakeHandlers, ResingHandlers):
             s.saved: None if source != "saved" else gr.skip(),
         }
 
-    def style_audio(self, tmp_path: str | None, *, from_client: bool = True) -> dict:
+    def style_audio(self, tmp_path: str | None, owner: str | None = None, *, from_client: bool = True) -> dict:
+        """Keep a reference song the page uploaded or recorded: only for a page with its owner key."""
         s = self.page.style
         if not tmp_path:
             return {s.audio_path: "", s.window_note: ""}
+        if from_client and self._owner(owner) is None:
+            return {s.audio: None, s.audio_path: "", s.window_note: "⚠ This page has no key yet: reload it, then upload."}
         try:
             kept, info = self.svc.keep_upload(tmp_path, from_client=from_client)
         except UploadRefused as exc:

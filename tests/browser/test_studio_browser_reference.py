@@ -3,7 +3,8 @@
 The page used to leave that player empty (the uploads folder is not served): a musician reopening a
 session made from an uploaded song could not hear which song it was. Now the session handlers fill it
 with a URL signed for the session's owner (`access.signed_reference_url`); the URL plays the upload
-itself, is refused once tampered with, and names no server path.
+itself, is refused once tampered with, and names no server path. A song uploaded on the page (which
+sends its owner key with it: a page event without one keeps nothing) is kept and its window named.
 """
 
 from __future__ import annotations
@@ -54,6 +55,13 @@ def test_reopened_session_plays_its_reference_song(studio, tmp_path) -> None:
         page.wait_for_function(f"({PLAYER}).includes('/studio/reference/')", timeout=60_000)
         page.wait_for_function(f"({DURATION}) === '0:12'", timeout=30_000)  # the waveform loaded the song
         src = page.evaluate(PLAYER)
+
+        # A song uploaded on the page (its owner key sent with it) is kept and its 10 s window named.
+        page.click("#new-session")
+        page.locator("#style-source").get_by_text("Reference song").click()
+        page.locator("#style-audio input[type=file]").set_input_files(str(tmp_path / "my-reference.wav"))
+        page.wait_for_function(r"/hears .* of this 0:12(\.0)? recording/.test("
+                               "document.querySelector('#style-window')?.innerText || '')", timeout=60_000)
         browser.close()
 
     data = str(svc.config.data_dir.resolve())
