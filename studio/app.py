@@ -79,11 +79,11 @@ def build_app(svc: Services) -> gr.Blocks:
         demo.load(banner_state, outputs=[banner, banner_timer, fetch], show_progress="hidden",
                   api_visibility="private")
         _keep_drafts(page, draft)
-        load = demo.load(handlers.on_load, [owner, session, draft],
+        load = demo.load(handlers.sessions.on_load, [owner, session, draft],
                          [*page.session_outputs(), owner, token, banner, shared.copy],
                          show_progress="hidden", api_visibility="private")
         keylink.wire(demo, key_link, page, handlers, svc.identity)
-        watch = load.then(handlers.watch, [session, owner], [session, gen.message, gen.progress, gen.preview,
+        watch = load.then(handlers.generate.watch, [session, owner], [session, gen.message, gen.progress, gen.preview,
                                                             tks.listing, gen.edit_take, hist.sessions,
                                                             *page.take_outputs()],
                           concurrency_limit=svc.config.follow_concurrency, concurrency_id="follow",

@@ -6,7 +6,7 @@ from typing import Any
 
 import gradio as gr
 
-from studio import seedbox, tidy
+from studio import seedbox
 from studio.handlers import Handlers
 from studio.page import Page
 
@@ -21,19 +21,19 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> list[Any]:
     # ---------------------------------------------------------------- compose
     report_inputs = [c.lyrics, g.duration, c.instrumental]
     for trigger in (c.lyrics.change, g.duration.release, c.instrumental.change):
-        trigger(h.lyric_report, report_inputs, c.report, show_progress="hidden", trigger_mode="always_last",
+        trigger(h.compose.lyric_report, report_inputs, c.report, show_progress="hidden", trigger_mode="always_last",
                 **PRIVATE)
-    c.time_it.click(h.time_lyrics, [c.plain, g.duration, c.tempo, c.intro], [c.lyrics, c.timing_note], **PRIVATE)
-    c.example.change(h.load_example, c.example, [c.lyrics, c.plain, c.timing_note, c.instrumental], **PRIVATE)
+    c.time_it.click(h.compose.time_lyrics, [c.plain, g.duration, c.tempo, c.intro], [c.lyrics, c.timing_note], **PRIVATE)
+    c.example.change(h.compose.load_example, c.example, [c.lyrics, c.plain, c.timing_note, c.instrumental], **PRIVATE)
 
     # ---------------------------------------------------------------- style
     style_outputs = [s.text_group, s.audio_group, s.saved_group, s.text, s.audio, s.audio_path, s.window_note,
                      s.saved]
-    s.source.change(h.style_source, s.source, style_outputs, **PRIVATE)
+    s.source.change(h.style.style_source, s.source, style_outputs, **PRIVATE)
     s.chips.click(lambda sample: sample[0], s.chips, s.text, **PRIVATE)
-    s.audio.upload(h.style_audio, [s.audio, p.owner], [s.audio, s.audio_path, s.window_note], **PRIVATE)
-    s.audio.stop_recording(h.style_audio, [s.audio, p.owner], [s.audio, s.audio_path, s.window_note], **PRIVATE)
-    s.save.click(h.save_style, [s.save_name, s.source, s.text, s.audio_path, p.owner], [s.save_note, s.saved],
+    s.audio.upload(h.style.style_audio, [s.audio, p.owner], [s.audio, s.audio_path, s.window_note], **PRIVATE)
+    s.audio.stop_recording(h.style.style_audio, [s.audio, p.owner], [s.audio, s.audio_path, s.window_note], **PRIVATE)
+    s.save.click(h.style.save_style, [s.save_name, s.source, s.text, s.audio_path, p.owner], [s.save_note, s.saved],
                  **PRIVATE)
 
     # ---------------------------------------------------------------- generate
@@ -41,58 +41,58 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> list[Any]:
                    *p.take_outputs()]
     g.random_seed.input(seedbox.toggled, [g.random_seed, g.seed], g.seed, show_progress="hidden", **PRIVATE)
     # After a generation redraws the list (newest first), the order the musician picked is put back.
-    gen_follow = g.generate.click(h.generate, p.form_inputs(), gen_outputs, concurrency_limit=follow_limit,
+    gen_follow = g.generate.click(h.generate.generate, p.form_inputs(), gen_outputs, concurrency_limit=follow_limit,
                                   concurrency_id="follow", show_progress="minimal", **PRIVATE)
-    generated = gen_follow.then(h.resort, [t.sort, t.listing, p.session, p.owner], [t.listing, g.edit_take],
+    generated = gen_follow.then(h.takes.resort, [t.sort, t.listing, p.session, p.owner], [t.listing, g.edit_take],
                                 **PRIVATE)
-    g.cancel.click(h.cancel, [p.session, p.owner], g.message, queue=False, **PRIVATE)
+    g.cancel.click(h.generate.cancel, [p.session, p.owner], g.message, queue=False, **PRIVATE)
 
     # ---------------------------------------------------------------- takes
     take_out = p.take_outputs()
-    t.listing.change(h.show_take, [t.listing, p.session, p.owner, p.token], take_out, **PRIVATE)
-    t.refresh.click(h.resort, [t.sort, t.listing, p.session, p.owner], [t.listing, g.edit_take], **PRIVATE)
-    t.sort.change(h.resort, [t.sort, t.listing, p.session, p.owner], [t.listing, g.edit_take], **PRIVATE)
+    t.listing.change(h.takes.show_take, [t.listing, p.session, p.owner, p.token], take_out, **PRIVATE)
+    t.refresh.click(h.takes.resort, [t.sort, t.listing, p.session, p.owner], [t.listing, g.edit_take], **PRIVATE)
+    t.sort.change(h.takes.resort, [t.sort, t.listing, p.session, p.owner], [t.listing, g.edit_take], **PRIVATE)
     # Each redraws the list newest first; the order the musician picked is then put back.
-    resort = dict(fn=h.resort, inputs=[t.sort, t.listing, p.session, p.owner], outputs=[t.listing, g.edit_take],
+    resort = dict(fn=h.takes.resort, inputs=[t.sort, t.listing, p.session, p.owner], outputs=[t.listing, g.edit_take],
                   **PRIVATE)
-    t.rename.click(h.rename, [t.listing, p.session, t.name, p.owner], [t.listing, g.edit_take, *take_out],
+    t.rename.click(h.takes.rename, [t.listing, p.session, t.name, p.owner], [t.listing, g.edit_take, *take_out],
                    **PRIVATE).then(**resort)
-    t.star.click(h.star, [t.listing, p.session, p.owner], [t.listing, g.edit_take, *take_out], **PRIVATE).then(**resort)
-    t.delete.click(h.delete, [t.listing, p.session, p.owner], [t.listing, g.edit_take, *take_out],
+    t.star.click(h.takes.star, [t.listing, p.session, p.owner], [t.listing, g.edit_take, *take_out], **PRIVATE).then(**resort)
+    t.delete.click(h.takes.delete, [t.listing, p.session, p.owner], [t.listing, g.edit_take, *take_out],
                    **PRIVATE).then(**resort)
-    t.delete_cancelled.click(lambda take, session, owner: tidy.delete_cancelled(h, take, session, owner),
+    t.delete_cancelled.click(h.takes.delete_cancelled,
                              [t.listing, p.session, p.owner], [t.listing, g.edit_take, *take_out],
                              **PRIVATE).then(**resort)
-    t.undo.click(h.undo_delete, [t.undo_id, p.session, p.owner], [t.listing, g.edit_take, *take_out],
+    t.undo.click(h.takes.undo_delete, [t.undo_id, p.session, p.owner], [t.listing, g.edit_take, *take_out],
                  **PRIVATE).then(**resort)
-    retry_follow = t.retry.click(h.retry, [t.listing, p.session, p.owner], [t.listing, g.edit_take, t.note],
+    retry_follow = t.retry.click(h.takes.retry, [t.listing, p.session, p.owner], [t.listing, g.edit_take, t.note],
                                  **PRIVATE).then(
-        h.watch, [p.session, p.owner], gen_outputs, concurrency_limit=follow_limit, concurrency_id="follow", **PRIVATE)
+        h.generate.watch, [p.session, p.owner], gen_outputs, concurrency_limit=follow_limit, concurrency_id="follow", **PRIVATE)
     form_out = [*p.form_fields().values(), s.text_group, s.audio_group, s.saved_group, s.audio, t.note]
-    t.use_settings.click(h.use_settings, [t.listing, p.session, p.owner], form_out, **PRIVATE)
-    t.use_reference.click(h.use_reference, [t.listing, p.owner], [*style_outputs, s.source, t.note], **PRIVATE)
-    t.cancel_take.click(h.cancel_take, [t.listing, p.session, p.owner], t.note, queue=False, **PRIVATE)
-    t.use_edit.click(h.use_edit, [t.listing, p.session, p.owner], [*form_out, t.listing], **PRIVATE)
+    t.use_settings.click(h.takes.use_settings, [t.listing, p.session, p.owner], form_out, **PRIVATE)
+    t.use_reference.click(h.takes.use_reference, [t.listing, p.owner], [*style_outputs, s.source, t.note], **PRIVATE)
+    t.cancel_take.click(h.generate.cancel_take, [t.listing, p.session, p.owner], t.note, queue=False, **PRIVATE)
+    t.use_edit.click(h.takes.use_edit, [t.listing, p.session, p.owner], [*form_out, t.listing], **PRIVATE)
 
     follows = [gen_follow, retry_follow, *wire_heard(page, h, follow_limit, gen_outputs, resort, generated)]
 
-    t.ab.expand(h.ab_choices, [p.session, p.owner, p.token], [t.ab_a, t.ab_b], **PRIVATE)
+    t.ab.expand(h.takes.ab_choices, [p.session, p.owner, p.token], [t.ab_a, t.ab_b], **PRIVATE)
     for pick in (t.ab_a, t.ab_b):
-        pick.change(h.ab_players, [t.ab_a, t.ab_b, p.owner, p.token], t.ab_players, **PRIVATE)
+        pick.change(h.takes.ab_players, [t.ab_a, t.ab_b, p.owner, p.token], t.ab_players, **PRIVATE)
 
     # ---------------------------------------------------------------- sessions and sharing
     session_out = p.session_outputs()
     # Opening one of my sessions from a shared view leaves it: `?s=` goes from the address bar too.
-    hi.sessions.input(h.open_session, [hi.sessions, p.owner, p.token], [*session_out, p.token], **PRIVATE).then(
+    hi.sessions.input(h.sessions.open_session, [hi.sessions, p.owner, p.token], [*session_out, p.token], **PRIVATE).then(
         None, js="() => window.history.replaceState(null, '', window.location.pathname)", **PRIVATE)
-    hi.new.click(h.new_session, p.owner, session_out, **PRIVATE)
-    hi.query.submit(h.search, [hi.query, p.owner], hi.sessions, **PRIVATE)
-    hi.query.change(h.search, [hi.query, p.owner], hi.sessions, trigger_mode="always_last",
+    hi.new.click(h.sessions.new_session, p.owner, session_out, **PRIVATE)
+    hi.query.submit(h.sessions.search, [hi.query, p.owner], hi.sessions, **PRIVATE)
+    hi.query.change(h.sessions.search, [hi.query, p.owner], hi.sessions, trigger_mode="always_last",
                     show_progress="hidden", **PRIVATE)
-    hi.share.click(h.share, [p.session, p.owner], [hi.link, hi.share_note], **PRIVATE)
-    hi.revoke.click(h.revoke, [p.session, p.owner], [hi.link, hi.share_note], **PRIVATE)
+    hi.share.click(h.sessions.share, [p.session, p.owner], [hi.link, hi.share_note], **PRIVATE)
+    hi.revoke.click(h.sessions.revoke, [p.session, p.owner], [hi.link, hi.share_note], **PRIVATE)
     # After copying, drop `?s=` from the address bar so a refresh opens the copy, not the shared view.
-    p.shared.copy.click(h.copy_shared, [p.token, p.owner], [*session_out, p.token], **PRIVATE).then(
+    p.shared.copy.click(h.sessions.copy_shared, [p.token, p.owner], [*session_out, p.token], **PRIVATE).then(
         None, js="() => window.history.replaceState(null, '', window.location.pathname)", **PRIVATE)
     return follows
 
@@ -117,11 +117,11 @@ def wire_heard(page: Page, h: Handlers, follow_limit: int, gen_outputs: list, re
     heard_in = [t.listing, p.session, p.owner, p.token]
     heard_out = [t.lyric_lines, r.group, r.summary, r.lines, r.note]
     # It may wait for a check still to come: its own pool, so one page waiting never holds up another's.
-    wait = dict(fn=h.heard_wait, inputs=heard_in, outputs=heard_out, show_progress="hidden",
+    wait = dict(fn=h.heard.heard_wait, inputs=heard_in, outputs=heard_out, show_progress="hidden",
                 concurrency_limit=follow_limit, concurrency_id="heard", **PRIVATE)
     waits = [t.listing.change(trigger_mode="always_last", **wait), generated.then(**wait)]
-    resing_follow = r.go.click(h.resing_lines, [t.listing, r.lines, p.session, p.owner], r.note, **PRIVATE).then(
-        h.watch, [p.session, p.owner], gen_outputs, concurrency_limit=follow_limit, concurrency_id="follow",
+    resing_follow = r.go.click(h.heard.resing_lines, [t.listing, r.lines, p.session, p.owner], r.note, **PRIVATE).then(
+        h.generate.watch, [p.session, p.owner], gen_outputs, concurrency_limit=follow_limit, concurrency_id="follow",
         **PRIVATE)
     waits.append(resing_follow.then(**resort).then(**wait))
     return [resing_follow, *waits]

@@ -9,7 +9,7 @@ import gradio as gr
 from studio.page_files import signed
 from studio.ui import resing as resing_ui
 
-SORTS = ["newest first", "best style match first", "most words sung first"]  # handlers_takes._listing knows each
+SORTS = ["newest first", "best style match first", "most words sung first"]  # handlers.takes.TakeHandlers.listing knows each
 
 
 @dataclass
@@ -41,7 +41,7 @@ class TakesUI:
     ab_b: gr.Dropdown
     ab_players: gr.HTML
     delete_cancelled: gr.Button
-    resing: resing_ui.ResingUI  # what the lyrics check heard, and re-singing lines (studio.handlers_resing)
+    resing: resing_ui.ResingUI  # what the lyrics check heard, and re-singing lines (studio.handlers.heard)
 
 
 def build() -> TakesUI:

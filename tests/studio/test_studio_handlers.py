@@ -35,11 +35,11 @@ def test_examples_fill_the_editor_or_the_timing_helper(h: Handlers) -> None:
     examples = lyric_examples()
     lrc = next(name for name, path in examples.items() if path.endswith(".lrc"))
     plain = next(name for name, path in examples.items() if path.endswith(".txt"))
-    out = h.load_example(lrc)
+    out = h.compose.load_example(lrc)
     assert out[h.page.compose.lyrics].lstrip().startswith("[") and out[h.page.compose.instrumental] is False
-    out = h.load_example(plain)
+    out = h.compose.load_example(plain)
     assert "[Verse]" in out[h.page.compose.plain] or "[Chorus]" in out[h.page.compose.plain]
-    assert h.load_example("no such example") == {}
+    assert h.compose.load_example("no such example") == {}
 
 
 def test_example_names_say_what_a_musician_picks() -> None:
@@ -53,19 +53,19 @@ def test_example_names_say_what_a_musician_picks() -> None:
 
 
 def test_timing_helper_writes_lrc_into_the_editor(h: Handlers) -> None:
-    out = h.time_lyrics("[Verse]\nwe folded paper into wings\nand ran along the railway track\n", 95, None, None)
+    out = h.compose.time_lyrics("[Verse]\nwe folded paper into wings\nand ran along the railway track\n", 95, None, None)
     lrc = out.get(h.page.compose.lyrics)
     assert lrc is not None, out  # the test model brings its own vocabulary: the helper always runs
     assert lrc.count("[00:") >= 2
-    assert "Paste plain lyrics" in h.time_lyrics("  ", 95, None, None)[h.page.compose.timing_note]
+    assert "Paste plain lyrics" in h.compose.time_lyrics("  ", 95, None, None)[h.page.compose.timing_note]
 
 
 def test_lyric_report_instrumental_and_errors_are_shown_not_raised(h: Handlers) -> None:
-    assert "Instrumental" in h.lyric_report("", 95, False)
-    assert "Instrumental" in h.lyric_report("[00:01.00]words", 95, True)
-    html = h.lyric_report("[00:01.00]hello there\n[00:04.00]\n", 95, False)
+    assert "Instrumental" in h.compose.lyric_report("", 95, False)
+    assert "Instrumental" in h.compose.lyric_report("[00:01.00]words", 95, True)
+    html = h.compose.lyric_report("[00:01.00]hello there\n[00:04.00]\n", 95, False)
     assert "lyric-report" in html and "hello there" in html and "sung" in html, html  # the line's row
-    broken = h.lyric_report("[00:01.00]hello\n[99:99.99]late\n", 95, False)
+    broken = h.compose.lyric_report("[00:01.00]hello\n[99:99.99]late\n", 95, False)
     assert "lyric-report" in broken and broken != html, broken  # the reason, shown instead of raised
 
 
@@ -73,17 +73,17 @@ def test_lyric_report_refuses_oversized_text_before_laying_it_out(h: Handlers) -
     import time
 
     started = time.perf_counter()
-    out = h.lyric_report("[00:01.00]" + "la " * 100_000, 95, False)  # 300,000 characters
+    out = h.compose.lyric_report("[00:01.00]" + "la " * 100_000, 95, False)  # 300,000 characters
     assert "the limit is 200,000" in out and time.perf_counter() - started < 2
-    assert "<script>" not in h.lyric_report("<script>x</script>", "95<script>", False)
+    assert "<script>" not in h.compose.lyric_report("<script>x</script>", "95<script>", False)
 
 
 def test_choosing_a_style_source_clears_the_others(h: Handlers) -> None:
     s = h.page.style
-    out = h.style_source("audio")
+    out = h.style.style_source("audio")
     assert out[s.text] == "" and out[s.saved] is None
     assert out[s.audio_group].visible is True and out[s.text_group].visible is False
-    out = h.style_source("text")
+    out = h.style.style_source("text")
     assert out[s.audio] is None and out[s.audio_path] == "" and out[s.saved] is None
     assert isinstance(out[s.text], type(gr.skip()))  # the prompt itself is kept
 
@@ -121,9 +121,9 @@ def test_use_these_settings_loads_the_takes_request_and_actual_seed(h: Handlers)
                              inputs=ComposeForm(style_text="old").session_inputs())
     t = store.add_take(s.id, {"lyrics": "[00:01.00]la\n", "style": {"text": "bossa nova"}, "duration": 150,
                               "steps": 40, "cfg": 3.5, "formats": ["wav", "ogg"]}, seed=4242)
-    assert h.page.takes.note in h.use_settings(t.id, s.id, h.svc.identity.new_token())  # not this owner's
-    assert "Pick a take" in h.use_settings(t.id, s.id, h.svc.identity.new_token())[h.page.takes.note]
-    out = h.use_settings(t.id, s.id, token)
+    assert h.page.takes.note in h.takes.use_settings(t.id, s.id, h.svc.identity.new_token())  # not this owner's
+    assert "Pick a take" in h.takes.use_settings(t.id, s.id, h.svc.identity.new_token())[h.page.takes.note]
+    out = h.takes.use_settings(t.id, s.id, token)
     g, st = h.page.gen, h.page.style
     # The seed box (a text box, editable now that the seed is fixed) holds the take's actual seed.
     assert out[g.seed]["value"] == "4242" and out[g.seed]["interactive"] is True
@@ -144,9 +144,9 @@ def test_after_an_edit_a_reload_starts_a_new_song_with_the_source_takes_offered(
     store.update_take(t.id, status="done")
     g = h.page.gen
     for draft in ({}, {"session": s.id, "form": edited.to_dict()}):
-        out = h.on_load(token, s.id, draft, None)
+        out = h.sessions.on_load(token, s.id, draft, None)
         mode = out[g.edit_mode]
         assert (mode.get("value") if isinstance(mode, dict) else mode) == "none", draft
         source = out[g.edit_take]
         assert [v for _, v in source.choices] == [t.id], draft
-    assert h.use_edit(t.id, s.id, token)[g.random_seed] is True
+    assert h.takes.use_edit(t.id, s.id, token)[g.random_seed] is True

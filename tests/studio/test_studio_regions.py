@@ -56,8 +56,8 @@ def test_takes_sort_by_style_match_and_ones_without_go_last(h: Handlers) -> None
         rec = {"style_match": {"cosine": f, "window_s": [0, 10]} if f is not None
                else {"cosine": None, "why": "no style model is loaded"}}
         takes.append(store.update_take(t.id, record=rec))
-    newest = h.resort(SORTS[0], None, s.id, token)[h.page.takes.listing]
-    best = h.resort(SORTS[1], takes[0].id, s.id, token)[h.page.takes.listing]
+    newest = h.takes.resort(SORTS[0], None, s.id, token)[h.page.takes.listing]
+    best = h.takes.resort(SORTS[1], takes[0].id, s.id, token)[h.page.takes.listing]
     assert [v for _, v in newest.choices] == [t.id for t in reversed(takes)]
     assert [v for _, v in best.choices] == [takes[2].id, takes[0].id, takes[3].id, takes[1].id]
     assert best.value == takes[0].id  # the shown take stays selected
@@ -65,4 +65,4 @@ def test_takes_sort_by_style_match_and_ones_without_go_last(h: Handlers) -> None
     assert present.style_match_text(takes[1]).startswith("Style match: none (no style model")
     assert "Style match 0.12" in present.record_markdown(takes[0])
     # Another browser's key sees nothing of this session, whatever it asks for.
-    assert h.resort(SORTS[1], takes[0].id, s.id, h.svc.identity.new_token())[h.page.takes.listing].choices == []
+    assert h.takes.resort(SORTS[1], takes[0].id, s.id, h.svc.identity.new_token())[h.page.takes.listing].choices == []

@@ -1,5 +1,5 @@
-"""Handlers of the lyrics check on the page (a mixin of `studio.handlers.Handlers`): the take's marks and
-re-sing panel, waiting for a check that is still coming, and "Re-sing ticked lines"."""
+"""The lyrics check on the page: the shown take's marked lines and re-sing panel, waiting for a check
+that is still coming (it arrives after the take is playable), and "Re-sing ticked lines"."""
 
 from __future__ import annotations
 
@@ -9,16 +9,14 @@ from typing import Any
 import gradio as gr
 
 from studio import heard_view, present
+from studio.handlers.section import Section
 from studio.songs import SongRefused
 
 WAIT_FOR_CHECK_S = 120.0  # the check of a 285 s take on a CPU; on a GPU it arrives in seconds
 POLL_S = 0.5
 
 
-class ResingHandlers:
-    svc: Any
-    page: Any
-
+class HeardHandlers(Section):
     def _checking(self, take_id: str) -> bool:
         """Whether a check of this take may still come: the check is on and this process made the take
         (a take from before a restart, or made with the check off, is never waited for)."""
@@ -30,8 +28,8 @@ class ResingHandlers:
                     token: str | None) -> dict:
         """The shown take's marked lyric lines and its re-sing panel (the panel only on one's own take)."""
         r, t = self.page.takes.resing, self.page.takes
-        take = self._readable_take(take_id, owner, token) if take_id else None  # type: ignore[attr-defined]
-        own = take is not None and take.session_id == self._own_id(session_id, owner)  # type: ignore[attr-defined]
+        take = self._readable_take(take_id, owner, token) if take_id else None
+        own = take is not None and take.session_id == self._own_id(session_id, owner)
         check = heard_view.check_of(take)
         choices, ticked = heard_view.resing_choices(take)
         wav = take is not None and bool(take.files.get("wav"))
@@ -42,7 +40,7 @@ class ResingHandlers:
 
     def heard_wait(self, take_id: str | None, session_id: str | None, owner: str | None, token: str | None) -> dict:
         """As `heard_panel`, once the shown take's check has arrived (it comes after the take is playable)."""
-        take = self._readable_take(take_id, owner, token) if take_id else None  # type: ignore[attr-defined]
+        take = self._readable_take(take_id, owner, token) if take_id else None
         deadline = time.monotonic() + WAIT_FOR_CHECK_S
         while take is not None and heard_view.awaited(take, self._checking(take.id)) and time.monotonic() < deadline:
             time.sleep(POLL_S)
@@ -54,8 +52,8 @@ class ResingHandlers:
         from studio.resing import resing
 
         r = self.page.takes.resing
-        who = self._owner(owner)  # type: ignore[attr-defined]
-        if who is None or self._own_id(session_id, owner) is None:  # type: ignore[attr-defined]
+        who = self._owner(owner)
+        if who is None or self._own_id(session_id, owner) is None:
             return {r.note: "Open one of your own takes first."}
         if not ticked:
             return {r.note: "Tick at least one line to sing again."}

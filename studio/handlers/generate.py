@@ -1,0 +1,122 @@
+"""The generate section: Generate submits to the engine and then only follows the take runner's live
+state (progress with ETAs, the live audio of the first take rendering); Cancel; the watch that follows a
+reopened session's takes after a reload. Long work never runs here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import gradio as gr
+
+from studio import live, present, seedbox, songs
+from studio.admission import AdmissionRefused
+from studio.handlers.section import Section
+from studio.handlers.sessions import SessionHandlers
+from studio.handlers.takes import TakeHandlers
+from studio.page import Page
+from studio.services import Services
+from studio.store import ACTIVE_STATUSES
+
+
+class GenerateHandlers(Section):
+    def __init__(self, svc: Services, page: Page, takes: TakeHandlers, sessions: SessionHandlers) -> None:
+        super().__init__(svc, page)
+        self.takes, self.sessions = takes, sessions  # what a generation redraws as it goes
+
+    def generate(self, values: dict) -> Iterator[dict]:
+        p, g = self.page, self.page.gen
+        if values.get(p.token):
+            yield {g.message: "This is a read-only shared session: copy it into your sessions to make takes."}
+            return
+        owner = self._owner(values.get(p.owner))
+        if owner is None:
+            yield {g.message: "⚠ This page has no key yet: reload it, then Generate."}
+            return
+        own = self._own_session(values.get(p.session), values.get(p.owner))
+        try:
+            started = songs.start(self.svc, owner, own, p.read_form(values))
+        except songs.SongRefused as exc:
+            listed = "\n".join(f"- {pr}" for pr in exc.problems)
+            yield {g.message: f"⚠ {exc.headline}:\n{listed}"}
+            return
+        session_id, takes = started.session.id, started.takes
+        seeds = ", ".join(str(t.seed) for t in takes)
+        first: dict[Any, Any] = {g.seed: seedbox.drawn(takes[0].seed)} if values.get(g.random_seed) and takes else {}
+        yield {p.session: session_id, g.message: f"Submitted {len(takes)} take(s), seed(s) {seeds}.",
+               **self.takes.listing(session_id), **self.sessions.listed(values.get(p.owner)), **first}
+        yield from self._follow(session_id, [t.id for t in takes])
+
+    def _follow(self, session_id: str, take_ids: list[str]) -> Iterator[dict]:
+        """Follow takes until they end: progress bars with ETA, and the live audio of the first take
+        still rendering (studio/live.py: the page plays its decoded windows as they arrive)."""
+        g = self.page.gen
+        runner = self.svc.runner
+        labels = {t.id: t.label for t in map(self.svc.store.get_take, take_ids) if t}
+        session = self.svc.store.get_session(session_id)
+        urls: dict[str, str] = {}
+        last_status: dict[str, str] = {}
+        for snap in runner.follow(take_ids):
+            html_out = present.progress_html(snap, labels)
+            rendering = [t for t, lv in snap.items() if lv.status in ACTIVE_STATUSES and not lv.preview_dropped]
+            if rendering and session is not None:
+                tid = rendering[0]
+                url = urls.setdefault(tid, live.live_url(self.svc, tid, session.owner))
+                html_out += live.live_html(url, labels.get(tid, ""))
+            out: dict[Any, Any] = {g.progress: html_out}
+            changed = {t: lv.status for t, lv in snap.items()} != last_status
+            last_status = {t: lv.status for t, lv in snap.items()}
+            if changed:
+                out.update(self.takes.listing(session_id))
+            yield out
+        final = [self.svc.store.get_take(t) for t in take_ids]
+        done = [t for t in final if t and t.status == "done"]
+        summary = ", ".join(f"{t.label}: {t.status}" + (f" ({t.error})" if t.error else "") for t in final if t)
+        out = {g.message: summary, **self.takes.listing(session_id, select=done[0].id if done else None)}
+        if done:
+            out.update(self.takes.take_detail(done[0].id, session_id))
+        yield out
+
+    def cancel(self, session_id: str | None, owner: str | None) -> dict:
+        g = self.page.gen
+        session_id = self._own_id(session_id, owner)
+        if not session_id or self.svc.runner is None:
+            return {g.message: "Nothing is rendering."}
+        active = [t for t in self.svc.store.list_takes(session_id) if t.status in ACTIVE_STATUSES]
+        n = sum(self.svc.runner.cancel_job(t.id) for t in active)
+        return {g.message: f"Cancelling {len(active)} take(s): the step in flight finishes, then the card is freed."
+                if n else "Nothing is rendering in this session."}
+
+    def cancel_take(self, take_id: str | None, session_id: str | None, owner: str | None) -> dict:
+        """The selected take only; its sibling variations go on."""
+        t = self.page.takes
+        take = self.svc.store.get_take(take_id) if isinstance(take_id, str) and take_id else None
+        own = self._own_id(session_id, owner)
+        if take is None or own is None or take.session_id != own:
+            return {t.note: "Pick one of your takes first."}
+        if self.svc.runner is None or not self.svc.runner.cancel(take.id):
+            return {t.note: f"**{take.label}** is not rendering."}
+        return {t.note: f"Cancelling **{take.label}** only: its sibling variations go on."}
+
+    def watch(self, session_id: str | None, owner: str | None) -> Iterator[dict]:
+        """After a refresh: follow this session's takes that are still rendering in this process."""
+        session_id = self._own_id(session_id, owner)
+        if not session_id or self.svc.runner is None:
+            # One real dict entry: an empty dict counts as "no values" and a silent generator blanks them.
+            yield {self.page.gen.progress: gr.skip()}
+            return
+        active = [t.id for t in self.svc.store.list_takes(session_id)
+                  if t.status in ACTIVE_STATUSES and self.svc.runner.live(t.id) is not None]
+        who = self._owner(owner)
+        if active and who is not None:
+            try:  # per owner: a flood of page events must not hold every follow slot
+                self.svc.admission.acquire(who, "watch")
+            except AdmissionRefused:
+                yield {self.page.gen.progress: gr.skip()}
+                return
+            try:
+                yield from self._follow(session_id, active)
+            finally:
+                self.svc.admission.release(who, "watch")
+        else:
+            yield {self.page.gen.progress: gr.skip()}
