@@ -43,17 +43,17 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> list[Any]:
     # After a generation redraws the list (newest first), the order the musician picked is put back.
     gen_follow = g.generate.click(h.generate.generate, p.form_inputs(), gen_outputs, concurrency_limit=follow_limit,
                                   concurrency_id="follow", show_progress="minimal", **PRIVATE)
-    generated = gen_follow.then(h.takes.resort, [t.sort, t.listing, p.session, p.owner], [t.listing, g.edit_take],
+    generated = gen_follow.then(h.takes.resort, [t.sort, p.session, p.owner], [t.listing, g.edit_take],
                                 **PRIVATE)
     g.cancel.click(h.generate.cancel, [p.session, p.owner], g.message, queue=False, **PRIVATE)
 
     # ---------------------------------------------------------------- takes
     take_out = p.take_outputs()
     t.listing.change(h.takes.show_take, [t.listing, p.session, p.owner, p.token], take_out, **PRIVATE)
-    t.refresh.click(h.takes.resort, [t.sort, t.listing, p.session, p.owner], [t.listing, g.edit_take], **PRIVATE)
-    t.sort.change(h.takes.resort, [t.sort, t.listing, p.session, p.owner], [t.listing, g.edit_take], **PRIVATE)
+    t.refresh.click(h.takes.resort, [t.sort, p.session, p.owner], [t.listing, g.edit_take], **PRIVATE)
+    t.sort.change(h.takes.resort, [t.sort, p.session, p.owner], [t.listing, g.edit_take], **PRIVATE)
     # Each redraws the list newest first; the order the musician picked is then put back.
-    resort = dict(fn=h.takes.resort, inputs=[t.sort, t.listing, p.session, p.owner], outputs=[t.listing, g.edit_take],
+    resort = dict(fn=h.takes.resort, inputs=[t.sort, p.session, p.owner], outputs=[t.listing, g.edit_take],
                   **PRIVATE)
     t.rename.click(h.takes.rename, [t.listing, p.session, t.name, p.owner], [t.listing, g.edit_take, *take_out],
                    **PRIVATE).then(**resort)

@@ -49,11 +49,11 @@ class TakeHandlers(Section):
         edit = gr.Dropdown(choices=done, value=None) if clear else gr.Dropdown(choices=done)
         return {t.listing: listing, g.edit_take: edit}
 
-    def resort(self, order: str | None, take_id: str | None, session_id: str | None, owner: str | None) -> dict:
-        """The list in the order picked, the shown take still selected."""
-        own = self._own_id(session_id, owner)
-        keep = take_id if isinstance(take_id, str) and take_id and own else None
-        return self.listing(own, select=keep, order=order if order in SORTS else None)
+    def resort(self, order: str | None, session_id: str | None, owner: str | None) -> dict:
+        """The list in the order picked. The selection is left to the browser: it runs after Generate
+        and the take actions, and sending back the take selected when it was triggered overrode a take
+        the musician picked meanwhile (the list jumped back and showed the other take)."""
+        return self.listing(self._own_id(session_id, owner), order=order if order in SORTS else None)
 
     def show_take(self, take_id: str | None, session_id: str | None, owner: str | None, token: str | None) -> dict:
         """A take picked in the list: the owner's own, or a finished one of the shared session.
