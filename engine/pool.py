@@ -97,6 +97,8 @@ class Pool(Slots):
     def _choose(self, variant: str, isolate: bool = False) -> Slot | None:
         """Least-loaded ready worker with the right DiT and room; else switch an idle one; else None
         (wait); NoWorkerError, naming each worker's state and reason, when none can come for it."""
+        if not self._opened:  # a take submitted before the pool put its slots in place waits for them
+            return None
         ready = [s for s in self.slots if s.state == "ready" and s.variant == variant]
         roomy = [s for s in ready if self._has_room(s, isolate)]
         if roomy:

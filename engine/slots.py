@@ -107,6 +107,7 @@ class Slots:
         self._cond = threading.Condition()
         self._closed = False
         self._failure: str | None = None  # why start() gave up: what takes queued meanwhile fail with
+        self._opened = False  # the source has put its slots in place (takes placed before then wait)
         self._monitor = threading.Thread(target=self._watch, name="pool-monitor", daemon=True)
 
     @property
@@ -119,9 +120,14 @@ class Slots:
         (NoWorkerError with the workers' reasons when none is ready; the slots are stopped then)."""
         try:
             self.source.open(self)
-        except NoWorkerError:
+        except NoWorkerError as exc:
+            with self._cond:
+                self._failure = str(exc)
             self.close()
             raise
+        with self._cond:
+            self._opened = True
+            self._cond.notify_all()
         if wait:
             with self._cond:
                 self._cond.wait_for(lambda: self._closed or all(s.state == "ready" or self._exhausted(s)

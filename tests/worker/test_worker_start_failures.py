@@ -128,3 +128,31 @@ def test_takes_waiting_for_a_worker_that_fails_to_start_fail_with_its_reason(mod
         assert "nowhere" in failed[-1].error and (not reason or "nowhere" in reason), (reason, failed[-1].error)
     finally:
         engine.close()
+
+
+def test_a_take_submitted_before_the_pool_opens_waits_for_its_workers(models, tmp_path: Path) -> None:
+    """Issue 26 (Generate while the model loads): a take placed before the pool had put its slots in place
+    failed at once with "no worker can run a base-model song now: " and no reason (the slot list was still
+    empty; a full-suite run on a loaded machine hit it). It now waits for the workers and is made."""
+    import threading
+    import time
+
+    import numpy as np
+
+    from engine.events import Done, Failed
+    from engine.request import SongRequest, Style
+
+    v = np.random.default_rng(1).standard_normal(512).astype(np.float32)
+    np.save(tmp_path / "style.npy", v / np.linalg.norm(v))
+    cfg = EngineConfig(tmp_path / "data", models, workers=[WorkerSpec(threads=1)], restart_backoff_s=(0.1,),
+                       lock_dir=str(tmp_path / "locks"))
+    engine = Engine(cfg, start=False)
+    try:
+        job = engine.submit(SongRequest(lyrics="", style=Style(embedding=str(tmp_path / "style.npy")), steps=2))
+        time.sleep(1.0)  # the take reaches placement while the pool has no slots yet
+        threading.Thread(target=engine.pool.start, daemon=True).start()
+        events = list(job)
+        assert not [e for e in events if isinstance(e, Failed)], [getattr(e, "error", e) for e in events]
+        assert isinstance(events[-1], Done), [type(e).__name__ for e in events]
+    finally:
+        engine.close()
