@@ -7,11 +7,15 @@ publishes from its own threads; asyncio subscribers are woken through their loop
 Memory, by rule rather than by dropping what a listener has not read:
 - while the job runs it keeps every event, audio chunks included (a listener that joins late still
   hears the song from its start);
-- once it has ended, an audio chunk is dropped from history as soon as every live subscriber has read
-  it (a subscriber that joins after that gets the files from `Done` instead of early-playback audio);
-- a live subscriber that is still behind `audio_linger_s` seconds after the end has fallen behind: the
-  audio it had not read is dropped, and it reads one `FellBehind(missed=n)` in its place, then the rest
-  of the events (every non-audio event is kept for good).
+- once a take is settled (its files are written, `TakeDone`, or it was cancelled on its own) or the job
+  has ended, that take's audio chunks are dropped from history as soon as every live subscriber has read
+  them (a subscriber that joins after that gets the files from `TakeDone` instead of early-playback
+  audio). Per take, not per job: a job's `Done` waits for its takes' lyrics checks, and holding every
+  written take's audio until then kept hundreds of MB in the studio under load (issue 27, finding 7);
+- a live subscriber that is still behind `audio_linger_s` seconds after a take settled (or the job
+  ended) has fallen behind: the settled audio it had not read is dropped, and it reads one
+  `FellBehind(missed=n)` in its place, then the rest of the events (every non-audio event is kept for
+  good).
 A live subscriber never loses an event any other way; a slow reader is never overtaken.
 
 A job started from an interactive session (`interactive=True`) is cancelled when its last subscriber
@@ -28,7 +32,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from engine.events import AudioChunk, Done, Event, Failed, FellBehind
+from engine.events import AudioChunk, Done, Event, Failed, FellBehind, TakeCancelled, TakeDone
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +52,7 @@ class EngineJob:
         self._subscribers = 0
         self._live: weakref.WeakSet[Subscription] = weakref.WeakSet()  # their cursors bound the pruning
         self._pruned = 0  # audio chunks before this index are dropped (once the job has ended)
+        self._settled: set[int] = set()  # takes written or cancelled: their audio goes once read
         self._linger: threading.Timer | None = None
         self._async_waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
         self._cancel_requested = threading.Event()
@@ -129,12 +134,16 @@ class EngineJob:
             if self._events and self._events[-1].terminal:
                 return False
             self._events.append(event)
-            if event.terminal:
+            if isinstance(event, (TakeDone, TakeCancelled)):
+                self._settled.add(event.result.take if isinstance(event, TakeDone) else event.take)
+            if event.terminal or isinstance(event, (TakeDone, TakeCancelled)):
                 # Early-playback audio is useless once the files exist: drop what every live subscriber
                 # has read (finished jobs kept for history cost no memory); the rest goes as they read
                 # it, or when the linger ends. Slots stay, so every cursor keeps its meaning.
                 self._prune()
                 if self._unread_audio():
+                    if self._linger is not None:
+                        self._linger.cancel()  # a later settling gives the slowest reader the whole linger
                     self._linger = threading.Timer(self.audio_linger_s, self._expire)
                     self._linger.daemon = True
                     self._linger.start()
@@ -181,34 +190,39 @@ class EngineJob:
     def _ended(self) -> bool:
         return bool(self._events) and self._events[-1].terminal
 
+    def _settled_audio(self, event: Event) -> bool:
+        """An audio chunk no one will need once read: its take is settled or the job has ended."""
+        return isinstance(event, AudioChunk) and (event.take in self._settled or self._ended())
+
     def _prune(self) -> None:
-        """Once ended: drop every audio chunk all live subscribers have read (under the lock)."""
-        if not self._ended():
-            return
+        """Drop every settled audio chunk all live subscribers have read (under the lock)."""
         low = min((sub._cursor for sub in self._live), default=len(self._events))
         for i in range(self._pruned, low):
-            if isinstance(self._events[i], AudioChunk):
+            if self._settled_audio(self._events[i]):
                 self._events[i] = _DROPPED
-        self._pruned = max(self._pruned, low)
+        if self._ended():  # everything below `low` is dropped for good: start there next time
+            self._pruned = max(self._pruned, low)
         if self._linger is not None and not self._unread_audio():
             self._linger.cancel()  # every chunk is read: nothing left to expire
             self._linger = None
 
     def _unread_audio(self) -> bool:
-        return any(isinstance(e, AudioChunk) for e in self._events[self._pruned:])
+        return any(self._settled_audio(e) for e in self._events[self._pruned:])
 
     def _expire(self) -> None:
         """The linger after the end is over: subscribers still behind lose the audio they had not read,
         and each reads one FellBehind saying how many chunks that was."""
         with self._cond:
             for sub in list(self._live):
-                missed = sum(isinstance(e, AudioChunk) for e in self._events[sub._cursor:])
+                missed = sum(self._settled_audio(e) for e in self._events[sub._cursor:])
                 if missed:
                     sub._missed += missed
                     logger.warning("job %s: a subscriber fell %d audio chunk(s) behind; dropped after %.0f s",
                                    self.id, missed, self.audio_linger_s)
-            self._events = [_DROPPED if isinstance(e, AudioChunk) else e for e in self._events]
-            self._pruned = len(self._events)
+            # Only settled audio goes: a take still rendering keeps its chunks for late listeners.
+            self._events = [_DROPPED if self._settled_audio(e) else e for e in self._events]
+            if self._ended():
+                self._pruned = len(self._events)
             self._linger = None
             self._cond.notify_all()
             waiters = list(self._async_waiters)
@@ -249,7 +263,7 @@ class EngineJob:
             event = self._events[cursor]
             cursor += 1
         sub._cursor = cursor
-        if event is not None and isinstance(event, AudioChunk) and self._ended():
+        if event is not None and self._settled_audio(event):
             self._prune()  # read by this one: maybe by every live one now
         return event, event is None and self._ended_at(cursor)
 

@@ -102,6 +102,36 @@ def test_a_slow_subscriber_never_loses_an_event() -> None:
     assert list(job) == [events[0], events[1], events[5]]  # a later subscriber: every other event
 
 
+def test_a_written_takes_audio_goes_before_the_job_ends() -> None:
+    """A job's Done waits for its takes' lyrics checks; holding every written take's early-playback audio
+    until then kept hundreds of MB in the studio under load (issue 27, finding 7). Once a take is written
+    (TakeDone) or cancelled, its chunks go as soon as every live subscriber has read them; a take still
+    rendering keeps its chunks for listeners that join late."""
+    from engine.events import TakeCancelled, TakeDone, TakeResult
+
+    job = EngineJob(None, audio_linger_s=0.05)
+    reader = job.subscribe()
+
+    def chunk(take: int, j: int) -> AudioChunk:
+        return AudioChunk(job.id, take=take, j=j, total=2, start=(j - 1) * 10, audio=np.zeros((10, 2), np.float32))
+
+    for e in [chunk(0, 1), chunk(1, 1), chunk(0, 2), chunk(2, 1)]:
+        job.publish(e)
+    assert [reader.get(1).take for _ in range(4)] == [0, 1, 0, 2]
+    assert job.audio_chunks_held == 4  # nothing settled yet: a late listener still hears every take
+    job.publish(TakeDone(job.id, result=TakeResult(take=0, seed=1, files={}, timings={}, worker="w")))
+    assert job.audio_chunks_held == 2  # take 0's two chunks, read by everyone, are gone; 1 and 2 render on
+    late = job.subscribe()  # joins now: hears takes 1 and 2 from their start, and take 0's files
+    job.publish(TakeCancelled(job.id, take=2))
+    assert job.audio_chunks_held == 2  # the late one has not read take 2's chunk yet
+    deadline = time.monotonic() + 10
+    while job.audio_chunks_held > 1 and time.monotonic() < deadline:  # the linger after settling runs out
+        time.sleep(0.01)
+    assert job.audio_chunks_held == 1  # take 1, still rendering, keeps its chunk
+    kinds_ = [(e.kind, getattr(e, "take", None)) for e in (late.get(1), late.get(1), late.get(1))]
+    assert kinds_ == [("fellbehind", None), ("audiochunk", 1), ("takedone", None)], kinds_
+
+
 def test_a_subscriber_that_stops_reading_is_told_it_fell_behind() -> None:
     job = EngineJob(None, audio_linger_s=0.05)
     stalled, gone = job.subscribe(), job.subscribe()
