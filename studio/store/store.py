@@ -353,8 +353,10 @@ class Store:
         with self.db.read() as s:
             rows = s.scalars(select(StyleRow).where(or_(_owned_by(owner), _owned_by(None)))
                              .order_by(StyleRow.name, StyleRow.owner.is_(None))).all()
-            seen: set[str] = set()
-            return [StyleInfo.of(r, self.data_dir) for r in rows if not (r.name in seen or seen.add(r.name))]
+            first: dict[str, StyleRow] = {}
+            for r in rows:  # the owner's own first within each name
+                first.setdefault(r.name, r)
+            return [StyleInfo.of(r, self.data_dir) for r in first.values()]
 
     def get_style(self, name: str, owner: str | None = None) -> StyleInfo | None:
         if "\x00" in name:
