@@ -60,8 +60,7 @@ def wire(demo: gr.Blocks, k: KeyLink, page: Any, handlers: Any, identity: Any) -
         """Make `to` this browser's key and keep `current` as the one to switch back to."""
         if identity.owner_of(to) is None:
             return {k.group: gr.Group(visible=False)}
-        out = handlers.sessions.new_session(to)
-        out.update(handlers.sessions.listed(to))
+        out = handlers.sessions.new_session(to)  # a blank page and `to`'s session list
         out.update({owner: to, k.previous: current, k.group: gr.Group(visible=False),
                     k.back: gr.Button(visible=identity.owner_of(current) is not None)})
         return out
