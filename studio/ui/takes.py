@@ -10,6 +10,31 @@ from studio.page_files import signed
 from studio.ui import resing as resing_ui
 
 SORTS = ["newest first", "best style match first", "most words sung first"]  # handlers.takes.TakeHandlers.listing knows each
+# Lists of ids (takes, sessions) whose stale value reads as "nothing picked" (`_stale_reads_as_none`).
+ID_LISTS = frozenset({"takes", "sessions"})
+
+
+def _stale_reads_as_none(cls: type[gr.Radio]) -> None:
+    """A take or session id that is no longer among its list's choices reads as no selection instead of
+    failing the event ("Value ... is not in the list of choices"). Such a value is left behind when a
+    redraw and a follow of the list cross (a switch of session or owner while a take renders): the event
+    it rides on then failed as a bare "Error". Nothing is trusted from it either way: every handler checks
+    an id against the owner (`studio.access`). On the class, because Gradio rebuilds a component from its
+    class for every update; only the lists named in `ID_LISTS` are affected."""
+    plain = cls.preprocess
+    if getattr(plain, "_stale_ok", False):
+        return
+
+    def preprocess(self: gr.Radio, payload: str | int | float | None) -> str | int | float | None:
+        if self.elem_id in ID_LISTS and payload is not None and payload not in [v for _, v in self.choices]:
+            return None
+        return plain(self, payload)
+
+    preprocess._stale_ok = True  # type: ignore[attr-defined]
+    cls.preprocess = preprocess  # type: ignore[method-assign]
+
+
+_stale_reads_as_none(gr.Radio)
 
 
 @dataclass

@@ -150,3 +150,18 @@ def test_after_an_edit_a_reload_starts_a_new_song_with_the_source_takes_offered(
         source = out[g.edit_take]
         assert [v for _, v in source.choices] == [t.id], draft
     assert h.takes.use_edit(t.id, s.id, token)[g.random_seed] is True
+
+
+def test_a_stale_take_or_session_id_reads_as_no_selection() -> None:
+    """A redraw and a follow of the take list can cross (a session or owner switch while a take renders),
+    leaving the browser a take id the list no longer holds; the next event failed with a bare "Error".
+    On the take and session lists such an id is read as nothing picked; other radios still refuse."""
+    import gradio as gr
+
+    import studio.ui.takes  # noqa: F401 - installs the reading
+
+    takes = gr.Radio(choices=[("Take 1", "abc")], elem_id="takes")
+    assert takes.preprocess("abc") == "abc" and takes.preprocess("gone") is None and takes.preprocess(None) is None
+    assert gr.Radio(choices=[], elem_id="sessions").preprocess("old-session") is None
+    with pytest.raises(gr.Error, match="not in the list of choices"):
+        gr.Radio(choices=["newest first"], elem_id="takes-sort").preprocess("made up")
