@@ -1,13 +1,14 @@
 """The ETA model, in one place: how long a take has left, and how long a waiting take will wait.
 
 `TakeEta` is one take's own clock (its measured step and window times, the figure shown steadied);
-`wait_eta` is a waiting take's time until a slot frees for it and its own run; `EtaBoard` is what the
+`wait_etas` are the waiting takes' times until a slot frees for it and its own run; `EtaBoard` is what the
 pipeline keeps across takes (the window and take times measured so far, how many windows a length
 decodes in, the takes in flight) and asks for every `Step`, `Decoding` and `Queued` figure.
 """
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -98,31 +99,38 @@ def _ema(old: float | None, new: float, alpha: float = 0.3) -> float:
     return new if old is None else (1 - alpha) * old + alpha * new
 
 
-def wait_eta(ahead: int, steps: int, flight: Sequence[Timed], max_ready: int, *, windows: int,
-             window_s_hint: float | None, take_s_hint: float | None) -> float | None:
-    """Time until a waiting take is done: until a slot frees for it, then its own run.
+def wait_etas(ahead: int, n: int, steps: int, flight: Sequence[Timed], max_ready: int, *, windows: int,
+              window_s_hint: float | None, take_s_hint: float | None) -> tuple[float | None, ...]:
+    """Times until each of `n` waiting takes is done (the k-th has `ahead + k` takes in front of it): until a
+    slot frees for it, then its own run.
 
-    Each take in flight holds a slot until its own ETA (sorted: `left`); a take runs its `steps` - 1
-    updates and `windows` windows at the pace the takes in flight have now (`run`). With `ahead` takes
-    in front of it, it gets the slot that frees (ahead+1)-th: slot `ahead % F` of the F timed in flight, after
-    `ahead // F` more takes have run there; so the later a take is in line, the later its ETA. Before
-    any take in flight was timed, waves of `max_ready` takes of `take_s_hint` each stand in. None
-    until something was timed."""
+    Each take in flight holds a slot until its own ETA; a take runs its `steps` - 1 updates and `windows`
+    windows at the pace the takes in flight have now (`run`). The line is played out: each take in turn
+    gets the slot that frees first and holds it for `run`, so a take further back never reads sooner than
+    one before it (the closed form `left[ahead % F] + (ahead // F + 1) * run` did, whenever the slots'
+    ETAs spread wider than one run: next in line 15 s, takes behind it 3-5 s). Before any take in flight
+    was timed, waves of `max_ready` takes of `take_s_hint` each stand in. None until something was timed."""
     left = sorted(e for u in flight if u.eta is not None and (e := u.eta.eta(window_s_hint)) is not None)
     paces = sorted(u.eta.step_s for u in flight if u.eta is not None and u.eta.step_s is not None)
     if left and paces:
         # A take in flight not yet timed (a variation held for its sibling's first sound) frees no slot
-        # before the timed ones: the waiting take gets the first timed slot that frees.
+        # before the timed ones: the waiting takes share the timed slots.
         step_s = paces[len(paces) // 2]
         run = max(steps - 1, 1) * step_s + windows * (window_s_hint or step_s)
-        return left[ahead % len(left)] + (ahead // len(left) + 1) * run
+        frees = list(left)  # a heap of the times the slots free
+        done: list[float] = []
+        for _ in range(ahead + n):
+            end = heapq.heappop(frees) + run
+            heapq.heappush(frees, end)
+            done.append(end)
+        return tuple(done[ahead:])
     if take_s_hint is None:
-        return None
-    return (ahead // max_ready + 2) * take_s_hint
+        return (None,) * n
+    return tuple((a // max_ready + 2) * take_s_hint for a in range(ahead, ahead + n))
 
 
 class Timed(Protocol):
-    """A take in flight as `wait_eta` sees it (`engine.units.Unit`)."""
+    """A take in flight as `wait_etas` sees it (`engine.units.Unit`)."""
 
     eta: TakeEta | None
 
@@ -168,8 +176,8 @@ class EtaBoard:
     def waiting(self, ahead: int, steps: int, n: int) -> tuple[float | None, ...]:
         """ETAs of a job's `n` waiting takes: the k-th has `ahead + k` takes in front of it."""
         flight, windows = list(self.flight.values()), next(iter(self.windows_for.values()), 0)
-        return tuple(wait_eta(ahead + k, steps, flight, self.max_ready, windows=windows,
-                              window_s_hint=self.window_s_hint, take_s_hint=self.take_s_hint) for k in range(n))
+        return wait_etas(ahead, n, steps, flight, self.max_ready, windows=windows,
+                         window_s_hint=self.window_s_hint, take_s_hint=self.take_s_hint)
 
     def due(self) -> bool:
         """True every `WAIT_ETA_EVERY_S` while takes step: time for the waiting jobs to hear a fresh ETA."""

@@ -90,7 +90,7 @@ def test_steps_read_as_asked(tmp_path: Path) -> None:
 
 
 def test_waiting_eta_from_the_takes_in_flight() -> None:
-    from engine.eta import wait_eta
+    from engine.eta import wait_etas
     from engine.units import Unit
 
     def unit(steps_done: int) -> Unit:
@@ -98,24 +98,30 @@ def test_waiting_eta_from_the_takes_in_flight() -> None:
         u.eta = TakeEta(steps=10, windows=0, step_s=1.0, steps_done=steps_done)
         return u
 
+    def wait(ahead: int, n: int, flight: list[Unit], take_s_hint: float | None = None) -> tuple[float | None, ...]:
+        return wait_etas(ahead, n, 10, flight, 2, windows=3, window_s_hint=1.0, take_s_hint=take_s_hint)
+
     flight = [unit(8), unit(2)]  # 2 s and 8 s left
-    # Next in line: starts when the first ends (2 s), then 9 updates and 3 windows at 1 s each.
-    assert wait_eta(0, 10, flight, 2, windows=3, window_s_hint=1.0, take_s_hint=None) == 14.0
-    assert wait_eta(1, 10, flight, 2, windows=3, window_s_hint=1.0, take_s_hint=None) == 20.0
-    # Deeper in line: the slots free in turn, each running 12 s takes after its take in flight.
-    assert [wait_eta(a, 10, flight, 2, windows=3, window_s_hint=1.0, take_s_hint=5.0) for a in range(2, 6)] == \
-        [26.0, 32.0, 38.0, 44.0]
+    # Next in line: starts when the first ends (2 s), then 9 updates and 3 windows at 1 s each; the next
+    # gets the other slot (8 s); deeper in line the slots free in turn, each running 12 s takes.
+    assert wait(0, 6, flight) == (14.0, 20.0, 26.0, 32.0, 38.0, 44.0)
+    assert wait(2, 4, flight) == (26.0, 32.0, 38.0, 44.0)  # a job further back: the same line
+    # Slots whose ETAs spread wider than one run: the first slot runs several takes before the second
+    # frees, and a take further back never reads sooner than one before it.
+    slow = unit(0)
+    slow.eta.steps = 40  # 40 s left, the other slot 1 s: three takes run there before the slow one frees
+    assert wait(0, 5, [unit(9), slow]) == (13.0, 25.0, 37.0, 49.0, 52.0)
     # Before the takes in flight were timed: waves of the measured take time.
     untimed = [unit(0), unit(0)]
     for u in untimed:
         u.eta.step_s = None
-    assert wait_eta(4, 10, untimed, 2, windows=3, window_s_hint=1.0, take_s_hint=5.0) == 20.0
-    assert wait_eta(0, 10, [], 2, windows=3, window_s_hint=None, take_s_hint=None) is None
+    assert wait(4, 1, untimed, take_s_hint=5.0) == (20.0,)
+    assert wait_etas(0, 2, 10, [], 2, windows=3, window_s_hint=None, take_s_hint=None) == (None, None)
     # A variation held for its sibling's first sound (in flight, not yet timed) frees no slot first: next
     # in line gets the timed take's slot (2 s, then its 12 s run), not None as when every take had to be timed.
     held = unit(0)
     held.eta.step_s = None
-    assert wait_eta(0, 10, [unit(8), held], 2, windows=3, window_s_hint=1.0, take_s_hint=None) == 14.0
+    assert wait(0, 1, [unit(8), held]) == (14.0,)
 
 
 def test_eta_counts_the_decode_from_the_first_step() -> None:
