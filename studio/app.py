@@ -83,11 +83,10 @@ def build_app(svc: Services) -> gr.Blocks:
                          [*page.session_outputs(), owner, token, banner, shared.copy],
                          show_progress="hidden", api_visibility="private")
         keylink.wire(demo, key_link, page, handlers, svc.identity)
-        watch = load.then(handlers.generate.watch, [session, owner], [session, gen.message, gen.progress, gen.preview,
-                                                            tks.listing, gen.edit_take, hist.sessions,
-                                                            *page.take_outputs()],
+        watch = load.then(handlers.generate.watch, [session, owner, tks.listing], page.follow_outputs(),
                           concurrency_limit=svc.config.follow_concurrency, concurrency_id="follow",
                           show_progress="hidden", api_visibility="private")
+        watch.then(**events.finished_step(page, handlers))
         events.leave_follows([hist.sessions.input, hist.new.click, shared.copy.click, key_link.accept.click,
                               key_link.back.click], [*follows, watch])
     demo.studio_page = page  # type: ignore[attr-defined]  # for tests that inspect the layout

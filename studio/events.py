@@ -37,14 +37,13 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> list[Any]:
                  **PRIVATE)
 
     # ---------------------------------------------------------------- generate
-    gen_outputs = [p.session, g.message, g.progress, g.preview, t.listing, g.edit_take, hi.sessions, g.seed,
-                   *p.take_outputs()]
+    gen_outputs = p.follow_outputs()
     g.random_seed.input(seedbox.toggled, [g.random_seed, g.seed], g.seed, show_progress="hidden", **PRIVATE)
-    # After a generation redraws the list (newest first), the order the musician picked is put back.
+    # After a follow: the order the musician picked is put back, and the take it finished is shown.
+    finished = finished_step(page, h)
     gen_follow = g.generate.click(h.generate.generate, p.form_inputs(), gen_outputs, concurrency_limit=follow_limit,
                                   concurrency_id="follow", show_progress="minimal", **PRIVATE)
-    generated = gen_follow.then(h.takes.resort, [t.sort, p.session, p.owner], [t.listing, g.edit_take],
-                                **PRIVATE)
+    generated = gen_follow.then(**finished)
     g.cancel.click(h.generate.cancel, [p.session, p.owner], g.message, queue=False, **PRIVATE)
 
     # ---------------------------------------------------------------- takes
@@ -67,14 +66,15 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> list[Any]:
                  **PRIVATE).then(**resort)
     retry_follow = t.retry.click(h.takes.retry, [t.listing, p.session, p.owner], [t.listing, g.edit_take, t.note],
                                  **PRIVATE).then(
-        h.generate.watch, [p.session, p.owner], gen_outputs, concurrency_limit=follow_limit, concurrency_id="follow", **PRIVATE)
+        h.generate.watch, [p.session, p.owner, t.listing], gen_outputs, concurrency_limit=follow_limit, concurrency_id="follow", **PRIVATE)
+    retry_follow.then(**finished)
     form_out = [*p.form_fields().values(), s.text_group, s.audio_group, s.saved_group, s.audio, t.note]
     t.use_settings.click(h.takes.use_settings, [t.listing, p.session, p.owner], form_out, **PRIVATE)
     t.use_reference.click(h.takes.use_reference, [t.listing, p.owner], [*style_outputs, s.source, t.note], **PRIVATE)
     t.cancel_take.click(h.generate.cancel_take, [t.listing, p.session, p.owner], t.note, queue=False, **PRIVATE)
     t.use_edit.click(h.takes.use_edit, [t.listing, p.session, p.owner], [*form_out, t.listing], **PRIVATE)
 
-    follows = [gen_follow, retry_follow, *wire_heard(page, h, follow_limit, gen_outputs, resort, generated)]
+    follows = [gen_follow, retry_follow, *wire_heard(page, h, follow_limit, gen_outputs, finished, generated)]
 
     t.ab.expand(h.takes.ab_choices, [p.session, p.owner, p.token], [t.ab_a, t.ab_b], **PRIVATE)
     for pick in (t.ab_a, t.ab_b):
@@ -97,6 +97,14 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> list[Any]:
     return follows
 
 
+def finished_step(page: Page, h: Handlers) -> dict:
+    """What runs after every follow (Generate, the watch after a reload, Retry, Re-sing): the list in the
+    musician's order, and the take the follow finished shown unless they picked one meanwhile."""
+    t = page.takes
+    return dict(fn=h.takes.show_finished, inputs=[t.listing, t.followed, t.picked_before, t.sort, page.session, page.owner],
+                outputs=[t.listing, page.gen.edit_take, *page.take_outputs()], **PRIVATE)
+
+
 def leave_follows(switches: list[Any], follows: list[Any]) -> None:
     """Whatever puts another session (or owner) on the page stops the page's follows of the one it left.
 
@@ -108,7 +116,7 @@ def leave_follows(switches: list[Any], follows: list[Any]) -> None:
     gr.on(switches, None, cancels=follows, **PRIVATE)
 
 
-def wire_heard(page: Page, h: Handlers, follow_limit: int, gen_outputs: list, resort: dict,
+def wire_heard(page: Page, h: Handlers, follow_limit: int, gen_outputs: list, finished: dict,
                generated: Any) -> list[Any]:
     """The lyrics check on the page: marks and the re-sing panel follow the shown take, and arrive after it
     is playable (heard_wait); "Re-sing ticked lines" starts an edit take and follows it like Generate.
@@ -121,7 +129,7 @@ def wire_heard(page: Page, h: Handlers, follow_limit: int, gen_outputs: list, re
                 concurrency_limit=follow_limit, concurrency_id="heard", **PRIVATE)
     waits = [t.listing.change(trigger_mode="always_last", **wait), generated.then(**wait)]
     resing_follow = r.go.click(h.heard.resing_lines, [t.listing, r.lines, p.session, p.owner], r.note, **PRIVATE).then(
-        h.generate.watch, [p.session, p.owner], gen_outputs, concurrency_limit=follow_limit, concurrency_id="follow",
+        h.generate.watch, [p.session, p.owner, t.listing], gen_outputs, concurrency_limit=follow_limit, concurrency_id="follow",
         **PRIVATE)
-    waits.append(resing_follow.then(**resort).then(**wait))
+    waits.append(resing_follow.then(**finished).then(**wait))
     return [resing_follow, *waits]

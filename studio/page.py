@@ -49,7 +49,7 @@ class Page:
         }
 
     def form_inputs(self) -> set[gr.components.Component]:
-        return set(self.form_fields().values()) | {self.owner, self.session, self.token}
+        return set(self.form_fields().values()) | {self.owner, self.session, self.token, self.takes.listing}
 
     def read_form(self, values: dict[Any, Any]) -> ComposeForm:
         return ComposeForm.from_dict({name: values.get(comp) for name, comp in self.form_fields().items()})
@@ -77,6 +77,12 @@ class Page:
             self.gen.progress, self.shared.group, self.shared.banner, *self.editable, self.compose.report,
             *self.take_outputs(),
         ]
+
+    def follow_outputs(self) -> list[Any]:
+        """What a follow of takes (Generate, the watch after a reload, Retry, Re-sing) streams to."""
+        g = self.gen
+        return [self.session, g.message, g.progress, g.preview, self.takes.listing, g.edit_take,
+                self.history.sessions, g.seed, self.takes.followed, self.takes.picked_before]
 
     def take_outputs(self) -> list[Any]:
         t = self.takes

@@ -45,11 +45,12 @@ class GenerateHandlers(Section):
         first: dict[Any, Any] = {g.seed: seedbox.drawn(takes[0].seed)} if values.get(g.random_seed) and takes else {}
         yield {p.session: session_id, g.message: f"Submitted {len(takes)} take(s), seed(s) {seeds}.",
                **self.takes.listing(session_id), **self.sessions.listed(values.get(p.owner)), **first}
-        yield from self._follow(session_id, [t.id for t in takes])
+        yield from self._follow(session_id, [t.id for t in takes], values.get(p.takes.listing))
 
-    def _follow(self, session_id: str, take_ids: list[str]) -> Iterator[dict]:
+    def _follow(self, session_id: str, take_ids: list[str], picked: str | None) -> Iterator[dict]:
         """Follow takes until they end: progress bars with ETA, and the live audio of the first take
-        still rendering (studio/live.py: the page plays its decoded windows as they arrive)."""
+        still rendering (studio/live.py: the page plays its decoded windows as they arrive). `picked`: the
+        take picked in the list as it began; which take is shown after is decided against it (show_finished)."""
         g = self.page.gen
         runner = self.svc.runner
         labels = {t.id: t.label for t in map(self.svc.store.get_take, take_ids) if t}
@@ -70,12 +71,11 @@ class GenerateHandlers(Section):
                 out.update(self.takes.listing(session_id))
             yield out
         final = [self.svc.store.get_take(t) for t in take_ids]
-        done = [t for t in final if t and t.status == "done"]
         summary = ", ".join(f"{t.label}: {t.status}" + (f" ({t.error})" if t.error else "") for t in final if t)
-        out = {g.message: summary, **self.takes.listing(session_id, select=done[0].id if done else None)}
-        if done:
-            out.update(self.takes.take_detail(done[0].id, session_id))
-        yield out
+        # Which take to show is decided after the follow, against what the page has picked by then.
+        t = self.page.takes
+        yield {g.message: summary, **self.takes.listing(session_id), t.followed: " ".join(take_ids),
+               t.picked_before: picked if isinstance(picked, str) else ""}
 
     def cancel(self, session_id: str | None, owner: str | None) -> dict:
         g = self.page.gen
@@ -98,7 +98,7 @@ class GenerateHandlers(Section):
             return {t.note: f"**{take.label}** is not rendering."}
         return {t.note: f"Cancelling **{take.label}** only: its sibling variations go on."}
 
-    def watch(self, session_id: str | None, owner: str | None) -> Iterator[dict]:
+    def watch(self, session_id: str | None, owner: str | None, picked: str | None = None) -> Iterator[dict]:
         """After a refresh: follow this session's takes that are still rendering in this process."""
         session_id = self._own_id(session_id, owner)
         if not session_id or self.svc.runner is None:
@@ -115,7 +115,7 @@ class GenerateHandlers(Section):
                 yield {self.page.gen.progress: gr.skip()}
                 return
             try:
-                yield from self._follow(session_id, active)
+                yield from self._follow(session_id, active, picked)
             finally:
                 self.svc.admission.release(who, "watch")
         else:

@@ -31,7 +31,8 @@ class TakeHandlers(Section):
                  clear: bool = False, done_only: bool = False) -> dict:
         """The take list: `select` picks a take, `clear` drops the selection and the take picked to edit (a
         deleted take, or one of the session left, must not stay a value: the next event would send an id
-        that is no longer a choice, and be refused); neither leaves the browser's selection as it is. `done_only`: a shared view lists what it can open."""
+        that is no longer a choice, and be refused); neither leaves the browser's selection as it is.
+        `done_only`: a shared view lists what it can open."""
         t, g = self.page.takes, self.page.gen
         takes = list(reversed(self.svc.store.list_takes(session_id))) if session_id else []
         takes = [x for x in takes if x.status == DONE] if done_only else takes
@@ -54,6 +55,29 @@ class TakeHandlers(Section):
         and the take actions, and sending back the take selected when it was triggered overrode a take
         the musician picked meanwhile (the list jumped back and showed the other take)."""
         return self.listing(self._own_id(session_id, owner), order=order if order in SORTS else None)
+
+    def show_finished(self, picked: str | None, followed: str | None, picked_before: str | None,
+                      order: str | None, session_id: str | None, owner: str | None) -> dict:
+        """After a follow ends: the list in the order picked, and the first of the followed takes that
+        finished shown (else a followed take still picked, as it ended), unless the musician picked
+        another take while it ran: that pick stays.
+
+        The follow's own last word used to select that take, and it landed after a click made as the
+        takes settled: the take the musician had opened was swapped under their Delete (the refresh
+        browser test deleted a finished take instead of the cancelled one it clicked)."""
+        own = self._own_id(session_id, owner)
+        order = order if order in SORTS else None
+        if picked and picked != picked_before:
+            return self.listing(own, order=order)
+        ids = followed.split() if isinstance(followed, str) else []
+        # (a follow of a session the page has left lists none of its takes here)
+        takes = [x for x in map(self.svc.store.get_take, ids) if x is not None and x.session_id == own]
+        show = next((x.id for x in takes if x.status == DONE), picked if picked in {x.id for x in takes} else None)
+        if show is None:
+            return self.listing(own, order=order)
+        if show == picked:  # its detail was drawn while it rendered: draw it finished
+            return {**self.listing(own, order=order), **self.take_detail(show, own)}
+        return self.listing(own, select=show, order=order)  # the list's change event shows it
 
     def show_take(self, take_id: str | None, session_id: str | None, owner: str | None, token: str | None) -> dict:
         """A take picked in the list: the owner's own, or a finished one of the shared session.

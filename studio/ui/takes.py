@@ -66,6 +66,10 @@ class TakesUI:
     ab_b: gr.Dropdown
     ab_players: gr.HTML
     delete_cancelled: gr.Button
+    # hidden, written by a follow as it ends (handlers.takes.show_finished): the ids of the takes it followed,
+    # and the take picked in the list when it began
+    followed: gr.Textbox
+    picked_before: gr.Textbox
     resing: resing_ui.ResingUI  # what the lyrics check heard, and re-singing lines (studio.handlers.heard)
 
 
@@ -105,6 +109,8 @@ def build() -> TakesUI:
         cancel_take = gr.Button("Cancel this take only", elem_id="take-cancel", variant="stop", visible=False)
     note = gr.Markdown(elem_id="take-note")
     undo_id = gr.Textbox(visible=False)
+    followed = gr.Textbox(visible=False)
+    picked_before = gr.Textbox(visible=False)
     with gr.Accordion("Full record", open=False):
         record = gr.Markdown(elem_id="take-record")
     with gr.Accordion("A/B: compare two takes at the same moment", open=False, elem_id="ab") as ab:
@@ -114,4 +120,4 @@ def build() -> TakesUI:
         ab_players = gr.HTML(elem_id="ab-players")
     return TakesUI(listing, sort, refresh, audio, lyric_lines, waveform, lyrics_view, files, record, name, rename, star,
                    delete, undo, retry, use_settings, use_reference, use_edit, cancel_take, note, undo_id, actions,
-                   ab, ab_a, ab_b, ab_players, delete_cancelled, resing)
+                   ab, ab_a, ab_b, ab_players, delete_cancelled, followed, picked_before, resing)

@@ -165,3 +165,37 @@ def test_a_stale_take_or_session_id_reads_as_no_selection() -> None:
     assert gr.Radio(choices=[], elem_id="sessions").preprocess("old-session") is None
     with pytest.raises(gr.Error, match="not in the list of choices"):
         gr.Radio(choices=["newest first"], elem_id="takes-sort").preprocess("made up")
+
+
+def test_after_a_follow_the_finished_take_is_shown_unless_the_musician_picked_one(h: Handlers) -> None:
+    """A follow's last word used to select the take it finished, and landed after a click made as the takes
+    settled: the take the musician had opened was swapped under their Delete. Now the step after the follow
+    decides against what the page has picked by then."""
+    store = h.svc.store
+    token = h.svc.identity.new_token()
+    s = store.create_session("s", owner=h.svc.identity.owner_of(token))
+    older, cancelled, finished = (store.add_take(s.id, {"lyrics": "", "duration": 95}, seed=i) for i in (1, 2, 3))
+    for take, status in ((older, "done"), (cancelled, "cancelled"), (finished, "done")):
+        store.update_take(take.id, status=status)
+    t = h.page.takes
+    followed = f"{cancelled.id} {finished.id}"  # the follow's takes, in the order they were made
+
+    def after(picked: str | None, before: str | None, session_id: str = s.id, owner: str = token,
+              ids: str = followed) -> tuple[str | None, bool]:
+        """(the value the list is sent, or "-" when the browser keeps its own; whether the detail is redrawn)"""
+        out = h.takes.show_finished(picked, ids, before, "newest first", session_id, owner)
+        sent = out[t.listing]._constructor_args[0]  # what the update sends: the arguments it was made with
+        assert [v for _, v in sent["choices"]] in ([finished.id, cancelled.id, older.id], [])
+        return sent.get("value", "-"), t.audio in out
+
+    assert after(None, None) == (finished.id, False)  # nothing picked: the finished take (its change shows it)
+    assert after(older.id, older.id) == (finished.id, False)  # the pick it began with: the finished take
+    assert after(cancelled.id, older.id) == ("-", False)  # picked while it ran: the musician's pick stays
+    # The followed take picked as it began (Retry selects the new take): drawn again, now finished.
+    assert after(finished.id, finished.id) == ("-", True)
+    assert after(cancelled.id, cancelled.id, ids=cancelled.id) == ("-", True)  # nothing finished: the pick, ended
+    assert after(None, None, ids=cancelled.id) == ("-", False)
+    # A follow of a session the page has left, or another owner's page: nothing of it is selected.
+    other = store.create_session("other", owner=h.svc.identity.owner_of(token))
+    assert after(None, None, session_id=other.id) == ("-", False)
+    assert after(None, None, owner=h.svc.identity.new_token()) == ("-", False)
