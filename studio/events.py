@@ -48,7 +48,7 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> list[Any]:
 
     # ---------------------------------------------------------------- takes
     take_out = p.take_outputs()
-    t.listing.change(h.takes.show_take, [t.listing, p.session, p.owner, p.token], take_out, **PRIVATE)
+    t.listing.change(h.takes.show_take, [t.listing, p.session, p.owner, p.token, t.shown], take_out, **PRIVATE)
     t.refresh.click(h.takes.resort, [t.sort, p.session, p.owner], [t.listing, g.edit_take], **PRIVATE)
     t.sort.change(h.takes.resort, [t.sort, p.session, p.owner], [t.listing, g.edit_take], **PRIVATE)
     # Each redraws the list newest first; the order the musician picked is then put back.

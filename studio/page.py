@@ -87,4 +87,4 @@ class Page:
     def take_outputs(self) -> list[Any]:
         t = self.takes
         return [t.audio, t.lyric_lines, t.waveform, t.lyrics_view, t.files, t.record, t.name, t.star, t.undo, t.retry, t.note,
-                t.actions, t.undo_id, t.delete, t.cancel_take]
+                t.actions, t.undo_id, t.delete, t.cancel_take, t.shown]

@@ -79,12 +79,16 @@ class TakeHandlers(Section):
             return {**self.listing(own, order=order), **self.take_detail(show, own)}
         return self.listing(own, select=show, order=order)  # the list's change event shows it
 
-    def show_take(self, take_id: str | None, session_id: str | None, owner: str | None, token: str | None) -> dict:
+    def show_take(self, take_id: str | None, session_id: str | None, owner: str | None, token: str | None,
+                  shown: str | None = None) -> dict:
         """A take picked in the list: the owner's own, or a finished one of the shared session.
 
         A cleared selection changes nothing: whoever cleared it (delete, a new session) already redrew the
-        detail, and a delete's note and Undo button must stay."""
-        if not take_id:
+        detail, and a delete's note and Undo button must stay. Nor does a selection made by a handler that
+        drew the take itself (`shown`: undo, star, rename, a reopened session): drawn again, late on a
+        loaded machine, it wiped a name being typed and the handler's note (the refresh browser test's
+        rename read no "keeper" after Undo and Star)."""
+        if not take_id or take_id == shown:
             return {self.page.takes.note: gr.skip()}  # (an empty dict would read as one output value)
         take = self._readable_take(take_id, owner, token)
         return self.take_detail(take.id if take else None, self._own_id(session_id, owner),
@@ -100,7 +104,7 @@ class TakeHandlers(Section):
                     t.name: "", t.star: "☆ Star", t.undo: gr.Button(visible=False),
                     t.retry: gr.Button(visible=False), t.note: "", t.actions: gr.Row(visible=bool(session_id)),
                     t.undo_id: "", t.delete: gr.Button(visible=bool(session_id)),
-                    t.cancel_take: gr.Button(visible=False)}
+                    t.cancel_take: gr.Button(visible=False), t.shown: ""}
         owned = session_id is not None and take.session_id == session_id
         session = self.svc.store.get_session(take.session_id) if owned else None
         signed = take_files(self.svc, take, access.Who(session.owner if session else None, share))
@@ -128,6 +132,7 @@ class TakeHandlers(Section):
             t.delete: gr.Button(visible=owned),
             # Only a take still queued or rendering can be cancelled; a finished one offers nothing to stop.
             t.cancel_take: gr.Button(visible=owned and take.status in ACTIVE_STATUSES),
+            t.shown: take.id,
         }
 
     def _owned_take(self, take_id: str | None, session_id: str | None, owner: str | None) -> TakeInfo:

@@ -60,6 +60,7 @@ class TakesUI:
     cancel_take: gr.Button
     note: gr.Markdown
     undo_id: gr.Textbox  # hidden: the take "Undo" restores (kept in the page, the row keeps the truth)
+    shown: gr.Textbox  # hidden: the take whose detail is drawn (handlers.takes.show_take)
     actions: gr.Row
     ab: gr.Accordion
     ab_a: gr.Dropdown
@@ -109,6 +110,7 @@ def build() -> TakesUI:
         cancel_take = gr.Button("Cancel this take only", elem_id="take-cancel", variant="stop", visible=False)
     note = gr.Markdown(elem_id="take-note")
     undo_id = gr.Textbox(visible=False)
+    shown = gr.Textbox(visible=False)
     followed = gr.Textbox(visible=False)
     picked_before = gr.Textbox(visible=False)
     with gr.Accordion("Full record", open=False):
@@ -119,5 +121,5 @@ def build() -> TakesUI:
             ab_b = gr.Dropdown(label="B", choices=[], elem_id="ab-pick-b")
         ab_players = gr.HTML(elem_id="ab-players")
     return TakesUI(listing, sort, refresh, audio, lyric_lines, waveform, lyrics_view, files, record, name, rename, star,
-                   delete, undo, retry, use_settings, use_reference, use_edit, cancel_take, note, undo_id, actions,
+                   delete, undo, retry, use_settings, use_reference, use_edit, cancel_take, note, undo_id, shown, actions,
                    ab, ab_a, ab_b, ab_players, delete_cancelled, followed, picked_before, resing)

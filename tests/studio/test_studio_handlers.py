@@ -199,3 +199,20 @@ def test_after_a_follow_the_finished_take_is_shown_unless_the_musician_picked_on
     other = store.create_session("other", owner=h.svc.identity.owner_of(token))
     assert after(None, None, session_id=other.id) == ("-", False)
     assert after(None, None, owner=h.svc.identity.new_token()) == ("-", False)
+
+
+def test_a_take_already_drawn_is_not_drawn_again_when_its_selection_lands(h: Handlers) -> None:
+    """Undo, star and rename draw the take and select it; the selection's change event drew it again,
+    late on a loaded machine, wiping a name being typed (and the handler's note)."""
+    store = h.svc.store
+    token = h.svc.identity.new_token()
+    s = store.create_session("s", owner=h.svc.identity.owner_of(token))
+    take = store.add_take(s.id, {"lyrics": "", "duration": 95}, seed=1)
+    store.update_take(take.id, status="done")
+    t = h.page.takes
+    drawn = h.takes.star(take.id, s.id, token)
+    assert drawn[t.shown] == take.id and drawn[t.star] == "★ Starred"
+    assert h.takes.show_take(take.id, s.id, token, None, drawn[t.shown]) == {t.note: gr.skip()}
+    picked = h.takes.show_take(take.id, s.id, token, None, "another-take")  # picked in the list: drawn
+    assert picked[t.shown] == take.id and picked[t.name] == ""
+    assert h.takes.show_take(take.id, s.id, h.svc.identity.new_token(), None, "")[t.shown] == ""  # not theirs
