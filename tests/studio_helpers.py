@@ -150,12 +150,18 @@ def form(**overrides: Any) -> dict[str, Any]:
     return base
 
 
+def wait_settled(page: Any, timeout_ms: int = 60_000) -> None:
+    """Until no output shows Gradio's 'processing' spinner: while one does, its overlay takes the clicks
+    meant for what is under it (a person waits for it too)."""
+    page.wait_for_function("!document.body.innerText.includes('processing')", timeout=timeout_ms)
+
+
 def open_ready_page(browser: Any, url: str, *, lyrics: str | None = None, style: str | None = None) -> Any:
     """A new browser (its own storage) on the studio, once the page has loaded; optionally typed into."""
     page = browser.new_context(viewport={"width": 1440, "height": 1100}).new_page()
     page.goto(url)
     page.wait_for_selector("#lyrics textarea", timeout=30_000)
-    page.wait_for_function("!document.body.innerText.includes('processing')", timeout=30_000)
+    wait_settled(page, 30_000)
     if lyrics is not None:
         page.locator("#lyrics textarea").fill(lyrics)
     if style is not None:
@@ -189,7 +195,7 @@ def open_page(context: Any, url: str) -> Any:
     page = context.new_page()
     page.goto(url)
     page.wait_for_selector("#lyrics textarea", timeout=60_000)
-    page.wait_for_function("!document.body.innerText.includes('processing')", timeout=60_000)
+    wait_settled(page)
     return page
 
 

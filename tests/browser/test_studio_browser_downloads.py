@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from chromium import ARGS, CHROMIUM, needs_browser
-from studio_helpers import api_client, form, fresh_studio, open_page
+from studio_helpers import api_client, form, fresh_studio, open_page, wait_settled
 
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
 
@@ -35,6 +35,7 @@ def _finished(client, request: dict, sid: str) -> dict:
 
 def _downloads(page, take: dict, tmp: Path) -> dict[str, str]:
     """Open `take` in the list (by its seed) and download each of its files: extension -> saved name."""
+    wait_settled(page)  # CI: the click waited 30 s on a list under a redraw's overlay, on a loaded machine
     page.locator("#takes label").filter(has_text=re.compile(rf"seed {take['seed']}\b")).first.click()
     links = page.locator("#take-files a[download]")
     page.wait_for_function(f"[...document.querySelectorAll('#take-files a[download]')]"
