@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -12,6 +13,24 @@ from shared_paths import REFERENCE
 # that read real lyrics use the reference copy, handed over the documented way (subprocesses inherit it).
 if (REFERENCE / "g2p" / "g2p" / "vocab.json").is_file():
     os.environ.setdefault("STUDIO_LYRICS_VOCAB", str(REFERENCE / "g2p" / "g2p" / "vocab.json"))
+
+
+def _no_stray_event_loops() -> None:
+    """Gradio makes its queue's and server's asyncio locks with a helper that, outside a running loop, creates
+    a new event loop, sets it as the thread's, and never closes it: every app built left two or three open
+    loops behind (`ResourceWarning: unclosed event loop`, eleven in one three-test module), which 25 test
+    modules silenced, and with them any socket or file a test really leaked. On Python >= 3.10 a lock or
+    event binds to the loop that first waits on it, so the loop made beforehand is never used: tests make
+    them plainly. The studio process builds its app once; its two idle loops are left to Gradio."""
+    import gradio.queueing
+    import gradio.utils
+
+    for module in (gradio.utils, gradio.queueing):  # (queueing imported the helper by name)
+        module.safe_get_lock = asyncio.Lock
+    gradio.utils.safe_get_stop_event = asyncio.Event
+
+
+_no_stray_event_loops()
 
 
 @pytest.fixture(scope="session")

@@ -25,8 +25,6 @@ from browser_shots import save_page
 from chromium import ARGS, CHROMIUM, needs_browser
 from studio_helpers import api_client, descendants, form, free_port
 
-pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
-
 ROOT = Path(__file__).resolve().parents[2]
 # A plain three-line lyric whose last line is sung (timed, as the page's lyrics box takes them).
 LYRICS = "[00:00.50]Neon rain on the window\n[00:02.00]I drive until the morning\n[00:03.50]Home is where the lights are\n"

@@ -16,7 +16,7 @@ from browser_shots import save_page as save
 from chromium import ARGS, CHROMIUM, NO_ERRORS, needs_browser
 from studio_helpers import in_process_studio, set_advanced
 
-pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
+pytestmark = pytest.mark.browser
 
 BUSY = "document.body.innerText.includes('processing')"  # gradio's per-output spinner text
 LYRICS = ("[00:00.50]Neon rain on the window\n[00:01.60]I drive until the morning\n[00:02.60]\n")

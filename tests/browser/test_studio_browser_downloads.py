@@ -17,7 +17,7 @@ import pytest
 from chromium import ARGS, CHROMIUM, needs_browser
 from studio_helpers import api_client, form, fresh_studio, open_page, wait_settled
 
-pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
+pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import pytest
 from chromium import ARGS, CHROMIUM
 from studio_helpers import api_client, form, fresh_studio, open_page
 
-pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
+pytestmark = pytest.mark.browser
 
 URLS = """() => [...document.querySelectorAll('#take-audio audio[src], #take-files a[href]')]
                  .map(e => e.getAttribute('src') || e.getAttribute('href'))"""

@@ -22,7 +22,7 @@ from studio_helpers import DONE_COUNT, page_with_takes
 
 from device_worker.shapes import HOP
 
-pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
+pytestmark = pytest.mark.browser
 LRC2 = "[00:00.50]hello neon night\n[00:01.60]goodbye moon\n[00:02.60]\n"
 MARKED = "document.querySelectorAll('#lyric-lines .lrc-line[data-status]').length"
 

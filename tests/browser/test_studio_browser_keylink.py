@@ -16,7 +16,7 @@ import pytest
 from chromium import ARGS, CHROMIUM, NO_ERRORS, needs_browser
 from studio_helpers import LRC, ServeProcess, form, open_page, open_ready_page, set_advanced
 
-pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
+pytestmark = pytest.mark.browser
 
 FIELD = "#title textarea, #title input"
 

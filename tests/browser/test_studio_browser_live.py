@@ -17,7 +17,7 @@ from browser_shots import save_viewport_below
 from chromium import ARGS, CHROMIUM, NO_ERRORS, needs_browser
 from studio_helpers import ServeProcess, open_ready_page, set_advanced
 
-pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
+pytestmark = pytest.mark.browser
 
 PLAY_ARGS = [*ARGS, "--autoplay-policy=no-user-gesture-required", "--mute-audio"]
 LYRICS = "[00:01.00]Neon rain on the window\n[00:04.00]I drive until the morning\n"

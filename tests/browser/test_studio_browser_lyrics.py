@@ -18,7 +18,7 @@ from studio_helpers import page_with_takes
 
 from studio.heard_view import MARK
 
-pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
+pytestmark = pytest.mark.browser
 
 LINES = ["Neon rain on the window", "I drive until the morning", "City lights are calling"]
 # A plain three-line LRC ending with a sung line, as musicians write it: the studio adds the end marker

@@ -16,7 +16,7 @@ from browser_shots import save_region
 from chromium import ARGS, CHROMIUM, NO_ERRORS, needs_browser
 from studio_helpers import LRC, ServeProcess, open_ready_page, set_advanced
 
-pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
+pytestmark = pytest.mark.browser
 
 LYRICS = "[00:01.00]Neon rain on the window\n[00:04.00]I drive until the morning\n"
 # Records #progress-list's text at every poll, and is true once every take there has ended.

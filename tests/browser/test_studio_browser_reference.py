@@ -16,7 +16,7 @@ import soundfile as sf
 from chromium import ARGS, CHROMIUM, needs_browser
 from studio_helpers import api_client, form, fresh_studio, open_page
 
-pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
+pytestmark = pytest.mark.browser
 
 # The reference player is an editable gr.Audio: it plays through its waveform (the plain <audio> stays
 # hidden and empty), and offers the file it plays as its download link.

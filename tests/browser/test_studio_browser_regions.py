@@ -22,7 +22,7 @@ from browser_shots import save_region
 from chromium import ARGS, CHROMIUM, NO_ERRORS, needs_browser
 from studio_helpers import DONE_COUNT, page_with_takes
 
-pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
+pytestmark = pytest.mark.browser
 
 PLAY_ARGS = [*ARGS, "--autoplay-policy=no-user-gesture-required", "--mute-audio"]
 AUDIO = "document.querySelector('#take-audio audio')"

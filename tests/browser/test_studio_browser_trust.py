@@ -15,7 +15,7 @@ import pytest
 from chromium import ARGS, CHROMIUM, NO_ERRORS
 from studio_helpers import LRC, ServeProcess, form, open_page
 
-pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::ResourceWarning")]
+pytestmark = pytest.mark.browser
 
 TITLE = "Harbour lights"
 FIELD = "#title textarea, #title input"

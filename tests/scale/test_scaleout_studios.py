@@ -21,8 +21,6 @@ from studio_helpers import ServeProcess, api_client, form
 
 from studio.store import DONE, INTERRUPTED, Store
 
-pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
-
 CLIENTS = 20
 
 

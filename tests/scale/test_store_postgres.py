@@ -34,7 +34,6 @@ from studio.store.tables import Base, RunnerRow
 ROOT = Path(__file__).resolve().parents[2]
 OTHER = "host-b.example:4242:1234"  # a runner id of another host: judged by its lease, never by a pid check
 
-pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from studio_helpers import LRC, ROOT, ServeProcess, form
-
-pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
 
 def test_two_studios_and_a_render_make_songs_side_by_side(tmp_path: Path, monkeypatch) -> None:

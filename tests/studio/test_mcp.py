@@ -22,8 +22,6 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamablehttp_client
 from studio_helpers import LRC, ServeProcess, api_client, form
 
-pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
-
 TOOLS = {"make_song", "check_lyrics", "time_lyrics", "list_takes", "get_take", "edit_take", "cancel"}
 # Every endpoint /gradio_api/info may list: the API for gradio_client scripts (studio.api) and the tools'
 # own endpoints (studio.mcp_tools). Nothing of the page.

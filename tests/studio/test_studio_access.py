@@ -17,8 +17,6 @@ import soundfile as sf
 from gradio_client import handle_file
 from studio_helpers import api_client, form, fresh_studio
 
-pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
-
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory):

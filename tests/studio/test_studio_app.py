@@ -17,8 +17,6 @@ import soundfile as sf
 from gradio_client import Client, handle_file
 from studio_helpers import api_client, form, in_process_studio
 
-pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
-
 
 @pytest.fixture(scope="module")
 def test_models(tmp_path_factory: pytest.TempPathFactory):

@@ -22,8 +22,6 @@ from studio import live
 from studio.store import DONE, RUNNING, Store
 from studio.takes import StreamCursor, TakeRunner
 
-pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
-
 
 def chunk(n: int, value: float) -> np.ndarray:
     return np.full((n, 2), value, dtype=np.float32)

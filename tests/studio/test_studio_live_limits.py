@@ -14,8 +14,6 @@ import httpx
 import pytest
 from studio_helpers import api_client, form, fresh_studio
 
-pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
-
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory):

@@ -16,7 +16,6 @@ from studio_helpers import api_client, form, in_process_studio
 from device_worker.shapes import HOP
 from engine.splice import splice_pcm
 
-pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 LRC2 = "[00:00.50]hello neon night\n[00:01.60]goodbye moon\n[00:02.60]\n"
 
 

@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 from studio_helpers import ServeProcess, form
 
-pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
-
 
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

@@ -16,8 +16,6 @@ import httpx
 import pytest
 from studio_helpers import ROOT, api_client, form, fresh_studio
 
-pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
-
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory):
