@@ -35,20 +35,35 @@ def _shape(t: Tensor) -> tuple[int, ...]:
     return tuple((t.bits if isinstance(t, BF16) else t).shape)
 
 
+def _array(t: Tensor) -> np.ndarray:
+    """A tensor whose table (protocol.TENSORS) admits no bfloat16, as the array it then is."""
+    if isinstance(t, BF16):
+        raise ProtocolError("a bfloat16 tensor where float32 or int64 is required")
+    return t
+
+
 def job_spec(msg: Message, limits: P.Limits, precision: str, window: int = DECODE_WINDOW) -> JobSpec:
     """A SUBMIT or DECODE message -> JobSpec, refusing anything the sampler would choke on, in a sentence.
     `window`: the backend's decode window, for a SUBMIT that leaves it to the worker (decode_window 0)."""
     check_tensors(msg, P.TENSORS[msg.op])
     t = msg.tensors
-    if msg.op is P.Op.DECODE:
-        body_d: P.Decode = msg.body  # type: ignore[assignment]
-        lat = t["latent"]
-        if _shape(lat)[0] != 64 or not 0 < _shape(lat)[1] <= limits.max_frames:
-            raise ProtocolError(f"DECODE latent must be [64, T] with 0 < T <= {limits.max_frames}, got {_shape(lat)}")
-        plan_windows(_shape(lat)[1], body_d.window, body_d.overlap)  # ValueError names a bad window
-        return JobSpec(latent=lat, decode_window=body_d.window, decode_overlap=body_d.overlap)  # type: ignore[arg-type]
-    body: P.Submit = msg.body  # type: ignore[assignment]
-    n = _shape(t["text"])[0]
+    match msg.body:
+        case P.Decode() as decode:
+            lat = _array(t["latent"])
+            if lat.shape[0] != 64 or not 0 < lat.shape[1] <= limits.max_frames:
+                raise ProtocolError(f"DECODE latent must be [64, T] with 0 < T <= {limits.max_frames}, "
+                                    f"got {lat.shape}")
+            plan_windows(lat.shape[1], decode.window, decode.overlap)  # ValueError names a bad window
+            return JobSpec(latent=lat, decode_window=decode.window, decode_overlap=decode.overlap)
+        case P.Submit() as submit:
+            return _song_spec(submit, t, limits, precision, window)
+        case body:
+            raise ProtocolError(f"{type(body).__name__} is not a job (SUBMIT or DECODE)")
+
+
+def _song_spec(body: P.Submit, t: Mapping[str, Tensor], limits: P.Limits, precision: str, window: int) -> JobSpec:
+    text = _array(t["text"])
+    n = text.shape[0]
     if not 0 < n <= limits.max_frames:
         raise ProtocolError(f"text holds {n} frames; a song has 1 to {limits.max_frames}")
     for name in ("style", "negative_style"):
@@ -75,7 +90,7 @@ def job_spec(msg: Message, limits: P.Limits, precision: str, window: int = DECOD
     decode_window = body.decode_window or window
     plan_windows(n, decode_window, body.decode_overlap)
     return JobSpec(
-        text=t["text"], style=t["style"], negative_style=t["negative_style"], cond=t.get("cond"),  # type: ignore[arg-type]
+        text=text, style=t["style"], negative_style=t["negative_style"], cond=t.get("cond"),
         song=song, style_match=body.style_match, decode_window=decode_window, decode_overlap=body.decode_overlap,
     )
 
@@ -175,28 +190,27 @@ class WorkerCore:
     def _run_call(self, call: Call) -> None:
         msg: Message = call.msg
         try:
-            if msg.op is P.Op.FORWARD:
-                t0 = time.perf_counter()
-                body_f: P.Forward = msg.body  # type: ignore[assignment]
-                v = self.backend.forward(msg.tensors, body_f.drop_audio_cond, body_f.drop_text, body_f.drop_prompt)
-                self.emit(call.peer, call.rid, P.Velocity(time.perf_counter() - t0), {"v": v})
-            elif msg.op is P.Op.ENCODE:
-                seed = msg.body.seed if msg.body.seed is not None else secrets.randbits(63)  # type: ignore[attr-defined]
-                latent = self.backend.encode(msg.tensors["audio"], seed)  # type: ignore[arg-type]
-                self.emit(call.peer, call.rid, P.Encoded(seed), {"latent": latent})
-            elif msg.op is P.Op.STYLE:
-                texts = msg.body.texts  # type: ignore[attr-defined]
-                emb = self.backend.style(texts, None if texts is not None else msg.tensors.get("audio"))  # type: ignore[arg-type]
-                self.emit(call.peer, call.rid, P.StyleEmb(), {"embedding": emb})
-            elif msg.op is P.Op.TRANSCRIBE:
-                t0 = time.perf_counter()
-                body_t: P.Transcribe = msg.body  # type: ignore[assignment]
-                model, words = self.backend.transcribe(msg.tensors["audio"], body_t.windows or None,  # type: ignore[arg-type]
-                                                       body_t.language or None)
-                heard = [P.HeardWord(w.text, w.start, w.end) for w in words]
-                self.emit(call.peer, call.rid, P.Transcript(model, heard, time.perf_counter() - t0), None)
-            else:
-                raise ProtocolError(f"op {msg.op.name} is not a call")
+            match msg.body:
+                case P.Forward() as f:
+                    t0 = time.perf_counter()
+                    v = self.backend.forward(msg.tensors, f.drop_audio_cond, f.drop_text, f.drop_prompt)
+                    self.emit(call.peer, call.rid, P.Velocity(time.perf_counter() - t0), {"v": v})
+                case P.Encode() as e:
+                    seed = e.seed if e.seed is not None else secrets.randbits(63)
+                    latent = self.backend.encode(_array(msg.tensors["audio"]), seed)
+                    self.emit(call.peer, call.rid, P.Encoded(seed), {"latent": latent})
+                case P.Style() as s:
+                    audio = msg.tensors.get("audio")
+                    emb = self.backend.style(s.texts, None if s.texts is not None or audio is None else _array(audio))
+                    self.emit(call.peer, call.rid, P.StyleEmb(), {"embedding": emb})
+                case P.Transcribe() as tr:
+                    t0 = time.perf_counter()
+                    model, words = self.backend.transcribe(_array(msg.tensors["audio"]), tr.windows or None,
+                                                           tr.language or None)
+                    heard = [P.HeardWord(w.text, w.start, w.end) for w in words]
+                    self.emit(call.peer, call.rid, P.Transcript(model, heard, time.perf_counter() - t0), None)
+                case _:
+                    raise ProtocolError(f"op {msg.op.name} is not a call")
         except Exception as exc:  # noqa: BLE001 - a failed call ends that call only
             logger.warning("[call] failed rid=%d op=%s error=%s", call.rid, msg.op.name, P.exc_text(exc))
             self.emit(call.peer, call.rid, P.Error(P.exc_text(exc)), None)

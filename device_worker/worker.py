@@ -254,9 +254,9 @@ class WorkerServer:
                                                             len(self.scheduler), self.backend.live_jobs(),
                                                             self.scheduler.jobs_done, self.cfg.policy,
                                                             dict(self._device_calls)))
-            elif op is P.Op.CANCEL:
-                if not self.scheduler.cancel(peer, msg.body.job):  # type: ignore[attr-defined]
-                    raise KeyError(f"no job {msg.body.job} is held for this client (finished already?)")  # type: ignore[attr-defined]
+            elif isinstance(cancel := msg.body, P.Cancel):
+                if not self.scheduler.cancel(peer, cancel.job):
+                    raise KeyError(f"no job {cancel.job} is held for this client (finished already?)")
             elif op in (P.Op.SUBMIT, P.Op.DECODE):
                 self._reply(router, peer, rid, self.core.admit(peer, msg))
             elif op in _CALLS:
