@@ -99,8 +99,6 @@ class Engine:
         job = EngineJob(request, interactive=interactive)
         ctx = JobContext(job, request, request.seeds(), validation=validation,
                          out_dir=Path(out_dir) if out_dir is not None else None)
-        job._on_cancel = lambda _job, _reason: self.pipeline.cancel(ctx)
-        job._on_cancel_take = lambda _job, take, reason: self.pipeline.cancel_take(ctx, take, reason)
         self.pipeline.submit(ctx)  # BusyError when the queue is full; nothing was queued then
         logger.info("job %s queued: %s s, %d take(s), seeds %s", job.id, request.duration, request.variations,
                     ctx.seeds)

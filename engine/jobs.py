@@ -42,7 +42,7 @@ AUDIO_LINGER_S = 120.0  # how long after its end a job keeps audio a live subscr
 
 class EngineJob:
     def __init__(self, request: Any, *, interactive: bool = False, job_id: str | None = None,
-                 on_cancel: Callable[[EngineJob, str], None] | None = None, audio_linger_s: float = AUDIO_LINGER_S):
+                 audio_linger_s: float = AUDIO_LINGER_S):
         self.id = job_id or uuid.uuid4().hex[:16]
         self.request = request
         self.interactive = interactive
@@ -57,8 +57,8 @@ class EngineJob:
         self._async_waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
         self._cancel_requested = threading.Event()
         self._cancel_reason = ""
-        self._on_cancel = on_cancel
-        self._on_cancel_take: Callable[[EngineJob, int, str], bool] | None = None
+        self._on_cancel: Callable[[str], None] | None = None  # set by route_cancels
+        self._on_cancel_take: Callable[[int, str], bool] | None = None
 
     # -- state ------------------------------------------------------------------------------------
     @property
@@ -112,7 +112,7 @@ class EngineJob:
         self._cancel_requested.set()
         logger.info("job %s: cancel requested (%s)", self.id, reason)
         if self._on_cancel is not None:
-            self._on_cancel(self, reason)
+            self._on_cancel(reason)
 
     def cancel_take(self, take: int, reason: str = "cancelled by user") -> bool:
         """Cancel one variation only (a TakeCancelled event follows); the job's other takes go on, and
@@ -121,7 +121,11 @@ class EngineJob:
         if self.finished or self._cancel_requested.is_set() or self._on_cancel_take is None:
             return False
         logger.info("job %s: cancel of take %d requested (%s)", self.id, take, reason)
-        return bool(self._on_cancel_take(self, take, reason))
+        return bool(self._on_cancel_take(take, reason))
+
+    def route_cancels(self, cancel: Callable[[str], None], cancel_take: Callable[[int, str], bool]) -> None:
+        """Where `cancel` and `cancel_take` go once the job is queued: set by the pipeline that holds it."""
+        self._on_cancel, self._on_cancel_take = cancel, cancel_take
 
     @property
     def cancel_reason(self) -> str:

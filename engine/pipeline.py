@@ -81,6 +81,8 @@ class Pipeline:
 
     # -- admission --------------------------------------------------------------------------------
     def submit(self, ctx: JobContext) -> None:
+        ctx.job.route_cancels(lambda _reason: self.cancel(ctx),
+                              lambda take, reason: self.cancel_take(ctx, take, reason))
         units = [Unit(ctx, take, seed) for take, seed in enumerate(ctx.seeds)]
         with self._lock:
             if self._closed:
@@ -305,7 +307,7 @@ class Pipeline:
             self._waiting = kept
             ctx.waiting -= dropped
             self._settle_locked(ctx)
-        for unit in list(getattr(self._device, "units_of", lambda c: [])(ctx)):
+        for unit in self._device.units_of(ctx):
             try:
                 self._device.cancel(unit)
             except Exception:  # noqa: BLE001 - a dead worker cannot cancel; loss is reported anyway
@@ -324,7 +326,7 @@ class Pipeline:
             self._waiting = kept
             ctx.job.publish(TakeCancelled(ctx.job.id, take=take, reason=reason))
             self._settle_locked(ctx)
-        for unit in list(getattr(self._device, "units_of", lambda c: [])(ctx)):
+        for unit in self._device.units_of(ctx):
             if unit.take == take:
                 try:
                     self._device.cancel(unit)

@@ -151,6 +151,7 @@ class DeviceStage(Protocol):
 
     def place(self, unit: Unit, sink: DeviceSink) -> None: ...
     def cancel(self, unit: Unit) -> None: ...
+    def units_of(self, ctx: JobContext) -> list[Unit]: ...  # the job's units placed and not yet reported
 
 
 def sibling_sounds_first(unit: Unit, on_worker: Iterable[Unit]) -> int | None:

@@ -96,7 +96,6 @@ def submit(pipe: Pipeline, req: Req, seeds: list[int], *, subscribe: int = 0, **
     job = EngineJob(req, **kw)
     subs = [job.subscribe() for _ in range(subscribe)]
     ctx = JobContext(job, req, seeds)
-    job._on_cancel = lambda j, reason: pipe.cancel(ctx)
     pipe.submit(ctx)
     return (job, subs) if subscribe else job
 

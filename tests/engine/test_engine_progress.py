@@ -18,8 +18,6 @@ from engine.units import JobContext
 def submit(pipe, req, seeds):
     job = EngineJob(req)
     ctx = JobContext(job, req, seeds)
-    job._on_cancel = lambda j, reason: pipe.cancel(ctx)
-    job._on_cancel_take = lambda j, take, reason: pipe.cancel_take(ctx, take, reason)
     pipe.submit(ctx)
     return job
 
