@@ -237,12 +237,6 @@ class EngineJob:
                 pass
 
     @property
-    def audio_chunks_held(self) -> int:
-        """Audio chunks still in history (for tests and memory checks)."""
-        with self._cond:
-            return sum(isinstance(e, AudioChunk) for e in self._events)
-
-    @property
     def subscribers(self) -> int:
         with self._cond:
             return self._subscribers

@@ -26,6 +26,11 @@ JS_FILES = sorted(UI_ASSETS.glob("*.js"))  # the page's own behaviours, one file
 
 
 def build_app(svc: Services) -> gr.Blocks:
+    return build_page(svc)[0]
+
+
+def build_page(svc: Services) -> tuple[gr.Blocks, Page]:
+    """The app and its page's components (what the handlers are built on)."""
     cfg = svc.config
     with gr.Blocks(title="DiffRhythm Studio",
                    delete_cache=(cfg.browser_copies_every_s, cfg.browser_copies_max_age_s)) as demo:
@@ -89,8 +94,7 @@ def build_app(svc: Services) -> gr.Blocks:
         watch.then(**events.finished_step(page, handlers))
         events.leave_follows([hist.sessions.input, hist.new.click, shared.copy.click, key_link.accept.click,
                               key_link.back.click], [*follows, watch])
-    demo.studio_page = page  # type: ignore[attr-defined]  # for tests that inspect the layout
-    return demo
+    return demo, page
 
 
 DRAFT_FIELDS = ("title", "lyrics", "instrumental", "style_source", "style_text", "duration", "steps", "cfg",

@@ -324,10 +324,6 @@ class TakeRunner:
             cursor.held = None  # done with it: the take's audio can be freed
         return out, final
 
-    def preview_bytes(self) -> int:
-        with self._lock:
-            return sum(c.nbytes for x in self._live.values() for c in x.chunks)
-
     def _finish_take(self, take_id: str, result: Any) -> None:
         lv = self.live(take_id)
         if lv is not None and lv.status == DONE:

@@ -29,6 +29,11 @@ from engine.jobs import EngineJob
 from engine.units import BusyError
 
 
+def held(job: EngineJob) -> int:
+    """Audio chunks still in the job's history."""
+    return sum(isinstance(e, AudioChunk) for e in job.events)
+
+
 def test_events_in_order_and_files(tmp_path: Path) -> None:
     pipe, _ = make(tmp_path)
     job, (sub,) = submit(pipe, Req(steps=3), [7], subscribe=1)
@@ -43,7 +48,7 @@ def test_events_in_order_and_files(tmp_path: Path) -> None:
     assert np.array_equal(audio[:, :1000], np.random.default_rng(7).standard_normal((2, 1000)).astype(np.float32))
     # Audio chunks were pruned from history once the job ended and its one subscriber had read them;
     # a later subscriber replays every other event from the first.
-    assert not any(isinstance(e, AudioChunk) for e in job.events) and job.audio_chunks_held == 0
+    assert not any(isinstance(e, AudioChunk) for e in job.events) and held(job) == 0
     assert [type(e) for e in list(job)] == [t for t in map(type, events) if t is not AudioChunk]
     # ETAs fall as the steps proceed.
     etas = [e.eta_s for e in events if isinstance(e, Step)]
@@ -78,7 +83,7 @@ def test_variations_and_several_subscribers_sync_and_async(tmp_path: Path) -> No
     assert [t.seed for t in done.takes] == [100, 101, 102]
     assert seen["fast"] == seen["slow"] == async_kinds and async_kinds[-1] == "done"
     assert async_kinds.count("takedone") == 3 and async_kinds.count("audiochunk") == 6
-    assert job.audio_chunks_held == 0  # every live subscriber read them: dropped from history
+    assert held(job) == 0  # every live subscriber read them: dropped from history
     pipe.close()
 
 
@@ -94,11 +99,11 @@ def test_a_slow_subscriber_never_loses_an_event() -> None:
     for e in events:
         job.publish(e)
     assert list(fast) == events
-    assert job.audio_chunks_held == 3  # the slow one has not read them yet: kept
+    assert held(job) == 3  # the slow one has not read them yet: kept
     assert slow.get(1) is events[0] and slow.get(1) is events[1] and slow.get(1) is events[2]
-    assert job.audio_chunks_held == 2  # dropped behind the slowest cursor as it reads
+    assert held(job) == 2  # dropped behind the slowest cursor as it reads
     assert list(slow) == events[3:]
-    assert job.audio_chunks_held == 0
+    assert held(job) == 0
     assert list(job) == [events[0], events[1], events[5]]  # a later subscriber: every other event
 
 
@@ -118,16 +123,16 @@ def test_a_written_takes_audio_goes_before_the_job_ends() -> None:
     for e in [chunk(0, 1), chunk(1, 1), chunk(0, 2), chunk(2, 1)]:
         job.publish(e)
     assert [reader.get(1).take for _ in range(4)] == [0, 1, 0, 2]
-    assert job.audio_chunks_held == 4  # nothing settled yet: a late listener still hears every take
+    assert held(job) == 4  # nothing settled yet: a late listener still hears every take
     job.publish(TakeDone(job.id, result=TakeResult(take=0, seed=1, files={}, timings={}, worker="w")))
-    assert job.audio_chunks_held == 2  # take 0's two chunks, read by everyone, are gone; 1 and 2 render on
+    assert held(job) == 2  # take 0's two chunks, read by everyone, are gone; 1 and 2 render on
     late = job.subscribe()  # joins now: hears takes 1 and 2 from their start, and take 0's files
     job.publish(TakeCancelled(job.id, take=2))
-    assert job.audio_chunks_held == 2  # the late one has not read take 2's chunk yet
+    assert held(job) == 2  # the late one has not read take 2's chunk yet
     deadline = time.monotonic() + 10
-    while job.audio_chunks_held > 1 and time.monotonic() < deadline:  # the linger after settling runs out
+    while held(job) > 1 and time.monotonic() < deadline:  # the linger after settling runs out
         time.sleep(0.01)
-    assert job.audio_chunks_held == 1  # take 1, still rendering, keeps its chunk
+    assert held(job) == 1  # take 1, still rendering, keeps its chunk
     kinds_ = [(e.kind, getattr(e, "take", None)) for e in (late.get(1), late.get(1), late.get(1))]
     assert kinds_ == [("fellbehind", None), ("audiochunk", 1), ("takedone", None)], kinds_
 
@@ -140,9 +145,9 @@ def test_a_subscriber_that_stops_reading_is_told_it_fell_behind() -> None:
         job.publish(e)
     assert gone.get(1).kind == "queued" and gone.get(1).kind == "audiochunk"
     deadline = time.monotonic() + 10
-    while job.audio_chunks_held and time.monotonic() < deadline:  # the linger after the end runs out
+    while held(job) and time.monotonic() < deadline:  # the linger after the end runs out
         time.sleep(0.01)
-    assert job.audio_chunks_held == 0
+    assert held(job) == 0
     kinds_ = [(e.kind, getattr(e, "missed", None)) for e in stalled]
     assert kinds_ == [("fellbehind", 2), ("queued", None), ("done", None)]
     assert [(e.kind, getattr(e, "missed", None)) for e in gone] == [("fellbehind", 1), ("done", None)]
@@ -155,12 +160,12 @@ def test_a_lagging_subscriber_that_closes_or_is_dropped_frees_the_audio_at_once(
     closed, dropped = job.subscribe(), job.subscribe()
     for e in [_chunk(job, 1), _chunk(job, 2), Done(job.id, takes=(), timings={})]:
         job.publish(e)
-    assert job.audio_chunks_held == 2
+    assert held(job) == 2
     closed.close()
-    assert job.audio_chunks_held == 2  # the other one still holds them
+    assert held(job) == 2  # the other one still holds them
     del dropped
     gc.collect()
-    assert job.audio_chunks_held == 0 and job.subscribers == 0
+    assert held(job) == 0 and job.subscribers == 0
 
 
 def test_failing_request_next_to_good_one(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from studio_helpers import free_port
 
 
 def test_copies_of_shown_takes_go_after_their_age(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from studio.app import build_app, launch
+    from studio.app import build_page, launch
     from studio.config import StudioConfig
     from studio.services import Services
     from studio.store import Store
@@ -26,13 +26,13 @@ def test_copies_of_shown_takes_go_after_their_age(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio"))
     data = tmp_path / "data"
     svc = Services(Store(data), StudioConfig(data, browser_copies_max_age_s=2, browser_copies_every_s=1))
-    demo = build_app(svc)
+    demo, page = build_page(svc)
     launch(demo, svc, port=free_port(), block=False)
     try:
         take = data / "takes" / "song.wav"
         take.parent.mkdir(parents=True)
         sf.write(take, np.zeros((44100, 2), dtype=np.float32), 44100)
-        copy = Path(demo.studio_page.takes.audio.move_resource_to_block_cache(str(take)))
+        copy = Path(page.takes.audio.move_resource_to_block_cache(str(take)))
         assert copy.is_file() and (tmp_path / "gradio") in copy.parents
         deadline = time.monotonic() + 20
         while copy.exists():

@@ -2,7 +2,7 @@
 the form <-> request mapping and edit ranges.
 
 What this pins: the dict updates the page receives (which component gets which value), built on the
-real page layout (`build_app`, not launched).
+real page layout (`build_page`, not launched).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from studio.app import build_app
+from studio.app import build_page
 from studio.config import PathRefused, StudioConfig
 from studio.forms import ComposeForm, FormError, parse_ranges
 from studio.handlers import Handlers
@@ -27,8 +27,7 @@ def h(tmp_path: Path) -> Handlers:
     # The test model's own phone vocabulary (`--model test`): the lyric helpers run everywhere, with no
     # model files and no ../shared.
     svc = Services(Store(tmp_path / "data"), StudioConfig(tmp_path / "data", test_model=True))
-    demo = build_app(svc)
-    return Handlers(svc, demo.studio_page)
+    return Handlers(svc, build_page(svc)[1])
 
 
 def test_examples_fill_the_editor_or_the_timing_helper(h: Handlers) -> None:

@@ -1,5 +1,5 @@
 """Waveform peaks for the region editor and the style-match order of the takes list (issue 18 items 3,
-6), on the real page layout (`build_app`, not launched) and a real store."""
+6), on the real page layout (`build_page`, not launched) and a real store."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import soundfile as sf
 
 from studio import present
-from studio.app import build_app
+from studio.app import build_page
 from studio.config import StudioConfig
 from studio.handlers import Handlers
 from studio.services import Services
@@ -22,7 +22,7 @@ from studio.waveform import peaks, regions_html
 @pytest.fixture
 def h(tmp_path: Path) -> Handlers:
     svc = Services(Store(tmp_path / "data"), StudioConfig(tmp_path / "data"))
-    return Handlers(svc, build_app(svc).studio_page)
+    return Handlers(svc, build_page(svc)[1])
 
 
 def test_peaks_follow_the_audio_and_its_duration(tmp_path: Path) -> None:
