@@ -68,10 +68,11 @@ class Pipeline:
         self._ready_q: queue.Queue[Unit | None] = queue.Queue(maxsize=max_ready + 1)
         self._output_q: queue.Queue[Unit | None] = queue.Queue(maxsize=max_ready + output_threads)
         self.etas = EtaBoard(max_ready)  # every ETA figure published (Queued, Step, Decoding)
-        self._threads = (
-            [self._spawn(self._input_loop, f"engine-input-{i}") for i in range(input_threads)]
-            + [self._spawn(self._device_loop, "engine-device")]
-            + [self._spawn(self._output_loop, f"engine-output-{i}") for i in range(output_threads)]
+        # Each stage thread with the queue it reads (close puts one sentinel per thread on it).
+        self._threads: list[tuple[threading.Thread, queue.Queue[Unit | None]]] = (
+            [(self._spawn(self._input_loop, f"engine-input-{i}"), self._input_q) for i in range(input_threads)]
+            + [(self._spawn(self._device_loop, "engine-device"), self._ready_q)]
+            + [(self._spawn(self._output_loop, f"engine-output-{i}"), self._output_q) for i in range(output_threads)]
         )
 
     def _spawn(self, target: Callable[[], None], name: str) -> threading.Thread:
@@ -392,7 +393,7 @@ class Pipeline:
                 ctx.waiting = ctx.checking = 0
                 self._settle_locked(ctx)
         # The queues have a spare slot per thread, so these sentinels never block.
-        for t in self._threads:
-            {"input": self._input_q, "device": self._ready_q, "output": self._output_q}[t.name.split("-")[1]].put(None)
-        for t in self._threads:
+        for _, q in self._threads:
+            q.put(None)
+        for t, _ in self._threads:
             t.join(timeout=5)
