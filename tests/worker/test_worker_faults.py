@@ -97,8 +97,12 @@ def test_bad_messages_are_refused_while_a_job_continues(tcp_worker, paths):
     assert np.array_equal(res.latent, reference(SONG, *paths)[0]) and np.array_equal(res.audio, reference(SONG, *paths)[1])
 
 
-def test_sigkill_mid_job_is_detected_within_seconds(tcp_worker):
-    # Runs last on tcp_worker: it kills it.
+def test_sigkill_mid_job_is_detected_within_seconds(paths, tmp_path):
+    with signed_tcp_worker(paths, tmp_path, SECRET) as doomed:  # its own: the test kills it
+        _sigkill_mid_job(doomed)
+
+
+def _sigkill_mid_job(tcp_worker: Worker) -> None:
     watcher = Worker(connect=tcp_worker.endpoint, secret=SECRET, dead_after_s=2.0, heartbeat_s=0.25)
     try:
         watcher.start()
