@@ -28,7 +28,7 @@ from studio.forms import ComposeForm, FormError
 from studio.services import Services, UploadRefused
 from studio.store import StoreError, TakeInfo
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 def _take(t: TakeInfo, svc: Services, who: access.Who) -> dict[str, Any]:
@@ -256,7 +256,7 @@ def register(svc: Services) -> None:
             return layout_request_lyrics(SongRequest(lyrics=lyrics, duration=float(duration)),
                                            tokenizer=svc.lyric_tokenizer()).to_dict()
         except Exception as exc:  # noqa: BLE001 - worded for the musician, never a traceback
-            log.exception("lyrics report failed")
+            logger.exception("lyrics report failed")
             raise gr.Error(f"These lyrics cannot be laid out: {exc}") from None
 
     def time_lyrics(plain: str, duration: float = 95) -> str:

@@ -19,7 +19,7 @@ from studio.page import Page
 from studio.services import Services
 from studio.ui import compose, generate, history, style, takes
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 CSS_FILE = UI_ASSETS / "studio.css"
 JS_FILES = sorted(UI_ASSETS.glob("*.js"))  # the page's own behaviours, one file each (assets/ui/*.js)

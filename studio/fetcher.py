@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 def missing_files(models_dir: str | None = None) -> list[tuple[str, Any]]:
@@ -76,5 +76,5 @@ class Fetcher:
                 continue
             if result.action not in ("present", "downloaded"):
                 failures.append(result.message or f"{spec.filename}: {result.action}")
-        log.info("[studio] model fetch finished files=%d failures=%d", len(todo), len(failures))
+        logger.info("[studio] model fetch finished files=%d failures=%d", len(todo), len(failures))
         self.on_done(failures)

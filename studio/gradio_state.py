@@ -15,7 +15,7 @@ import logging
 import threading
 from typing import Any
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 IDLE_S = 20.0  # longer than any gap between one API call's join and its answer being read
 CLOSED_S = 3600.0
@@ -46,7 +46,7 @@ def start_pruning(blocks: Any, stop: threading.Event | None = None) -> threading
             try:
                 prune(blocks.state_holder)
             except Exception:  # noqa: BLE001 - Gradio internals moved: log once a round, never crash serving
-                log.exception("pruning Gradio sessions failed")
+                logger.exception("pruning Gradio sessions failed")
 
     threading.Thread(target=loop, name="gradio-state-prune", daemon=True).start()
     return stop

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 EVENT_POLL_S = 0.02
 PROGRESS_POLL_S = 0.1
@@ -19,7 +19,7 @@ def calm_queue(demo: Any) -> None:
     """Slow the launched app's queue polling (read by its loops at every turn, so it applies at once)."""
     queue = getattr(demo, "_queue", None)
     if queue is None or not hasattr(queue, "sleep_when_free"):
-        log.warning("Gradio's queue has no sleep_when_free: idle polling left as it is")
+        logger.warning("Gradio's queue has no sleep_when_free: idle polling left as it is")
         return
     queue.sleep_when_free = max(queue.sleep_when_free, EVENT_POLL_S)
     if hasattr(queue, "progress_update_sleep_when_free"):

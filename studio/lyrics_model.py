@@ -17,7 +17,7 @@ import logging
 import os
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 GPU_DEFAULT = "whisper-large-v3-turbo"
 CPU_DEFAULT = "whisper-small"

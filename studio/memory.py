@@ -16,7 +16,7 @@ import ctypes.util
 import logging
 import threading
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
@@ -50,7 +50,7 @@ def tune() -> bool:
     ok = all(lib.mallopt(opt, value) == 1 for opt, value in
              ((M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_ARENA_MAX, ARENA_MAX)))
     if not ok:
-        log.warning("mallopt refused a setting: the studio's memory may not shrink after takes")
+        logger.warning("mallopt refused a setting: the studio's memory may not shrink after takes")
     return ok
 
 

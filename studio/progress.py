@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 PROGRESS_WRITE_S = 0.5  # at most two progress writes per second per take: WAL writes are cheap, not free
 PREPARE_SHARE, DIFFUSION_SHARE = 0.05, 0.80  # of a take's progress bar; decoding gets the rest
@@ -45,5 +45,5 @@ def read_record(path: str | None) -> dict[str, Any]:
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        log.warning("[studio] cannot read take record path=%s: %s", path, exc)
+        logger.warning("[studio] cannot read take record path=%s: %s", path, exc)
         return {}

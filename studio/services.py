@@ -21,7 +21,7 @@ from studio.identity import Identity
 from studio.store import Store
 from studio.takes import TakeRunner
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 AUDIO_SUFFIXES = {".wav", ".flac", ".mp3", ".ogg", ".oga", ".aiff", ".aif", ".webm", ".m4a"}
 
@@ -101,7 +101,7 @@ class Services:
         # Sessions made before owners were enforced belong to the machine's owner (`studio token`).
         adopted = store.adopt_ownerless(self.identity.cli_owner())
         if adopted:
-            log.info("[studio] %d session(s) without an owner now belong to this machine's token", adopted)
+            logger.info("[studio] %d session(s) without an owner now belong to this machine's token", adopted)
         self._changed = threading.Condition()
         self.engine = engine
         self.runner = TakeRunner(engine, store) if engine is not None else None

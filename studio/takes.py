@@ -32,7 +32,7 @@ from studio.store import (
     TakeInfo,
 )
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 # Early-playback audio held for takes still rendering, all together: a 285 s take is 100 MB of float32,
 # and forty in flight grew the studio past 800 MB. Past the budget the oldest take's preview audio goes
@@ -256,7 +256,7 @@ class TakeRunner:
                     for res in e.takes:  # takes whose TakeDone we somehow missed
                         self._finish_take(take_ids[res.take], res)
         except Exception as exc:  # never leave a take "running" because the mirror itself broke
-            log.exception("[studio] mirror failed job=%s", getattr(job, "id", "?"))
+            logger.exception("[studio] mirror failed job=%s", getattr(job, "id", "?"))
             for tid in take_ids:
                 self._end(tid, FAILED, "failed", error=f"studio: {_error(exc)}")
         finally:

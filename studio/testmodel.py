@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 LABEL = "TEST MODEL: tiny random weights, noise not music"
 VERSION = 3  # bump when the layout or sizes change, so old folders are rebuilt
@@ -67,7 +67,7 @@ def ensure_test_models(root: str | Path | None = None) -> Any:
     root = Path(root) if root is not None else default_root()
     if not (root / "COMPLETE").is_file():
         # In a child process: writing needs torch, and the studio process must stay small (<500 MB).
-        log.info("[studio] writing the test model to %s", root)
+        logger.info("[studio] writing the test model to %s", root)
         subprocess.run([sys.executable, "-m", "studio.testmodel", str(root)], check=True)
     return Models(vae=str(root / "vae_model.pt"), base=str(root / "dit-base"), full=str(root / "dit-full"),
                   style=str(root / "mulan"), negative_style=str(root / "vocal.npy"),

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 def sweep(store: Any, uploads_dir: Path, max_age_s: float, now: float | None = None) -> list[str]:
@@ -49,9 +49,9 @@ def start_sweeping(svc: Any, stop: threading.Event | None = None) -> threading.E
             try:
                 gone = sweep(svc.store, cfg.uploads_dir, cfg.upload_max_age_s)
                 if gone:
-                    log.info("removed %d unused upload(s) older than %.0f h", len(gone), cfg.upload_max_age_s / 3600)
+                    logger.info("removed %d unused upload(s) older than %.0f h", len(gone), cfg.upload_max_age_s / 3600)
             except Exception:  # noqa: BLE001 - a store hiccup: try again next round, never stop serving
-                log.exception("sweeping unused uploads failed")
+                logger.exception("sweeping unused uploads failed")
             if stop.wait(cfg.upload_sweep_every_s):
                 return
 

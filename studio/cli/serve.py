@@ -19,7 +19,7 @@ import click
 from studio.cli.options import WorkerPlan, default_data_dir, model_options, resolve_models
 from studio.services import worker_summary
 
-log = logging.getLogger("studio.serve")
+logger = logging.getLogger("studio.serve")
 
 
 @click.command("serve", context_settings={"show_default": True})
@@ -68,10 +68,10 @@ def serve(host: str, port: int, takes_per_owner: int, mcp: bool, data_dir: Path 
         store = Store(data_dir, db_url=db_url)
     except Exception as exc:  # a wrong URL, a database that is down, a missing driver: one line, no trace
         raise click.ClickException(f"the store's database did not open: {_first_line(exc)}") from None
-    log.info("[serve] store: %s", store.database)
+    logger.info("[serve] store: %s", store.database)
     recovered = store.recover_interrupted()
     if recovered:
-        log.info("[serve] %d take(s) were interrupted by the last stop; they can be retried", len(recovered))
+        logger.info("[serve] %d take(s) were interrupted by the last stop; they can be retried", len(recovered))
     config = StudioConfig(data_dir, test_model=model == "test", takes_per_owner=takes_per_owner)
     svc = Services(store, config, model_status=ModelStatus(ready=False, loading="preparing model files"))
     spec = WorkerPlan(workers, devices, backend, precision, secret_file, threads, lock_dir, ray_address, ray_resource,
@@ -123,9 +123,9 @@ def _load_engine(svc: Any, data_dir: Path, model: str, dits: tuple[str, ...], va
         engine.pool.start()
         status = ModelStatus(ready=True, label=label, **worker_summary(engine.pool.worker_info()))
         svc.model_status = status
-        log.info("[serve] ready: %s on %s", label, status.workers)
+        logger.info("[serve] ready: %s on %s", label, status.workers)
     except Exception as exc:
-        log.exception("[serve] the workers did not start")
+        logger.exception("[serve] the workers did not start")
         reason = (str(exc).splitlines() or [type(exc).__name__])[0]
         svc.model_status = ModelStatus(ready=False, problem=f"the workers did not start: {reason}")
 
@@ -156,7 +156,7 @@ def _offer_fetch(svc: Any, exc: Exception, models_dir: str | None, retry: Any) -
     except Exception:
         missing = [str(exc)]
     # Every missing file at once, with the size: one name at a time hid how much was missing (18 files).
-    log.warning("[serve] %d model file(s) missing%s: %s; `studio models list` shows each", len(missing), size,
+    logger.warning("[serve] %d model file(s) missing%s: %s; `studio models list` shows each", len(missing), size,
                 ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else ""))
     online = can_fetch()
     detail = f"{len(missing)} file(s) to download{size}. {_offline_hint()}"

@@ -17,7 +17,7 @@ from typing import Any
 from studio.progress import PROGRESS_WRITE_S, progress_of, read_record
 from studio.store import CANCELLED, DONE, FAILED, RUNNING, Store
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 

@@ -30,7 +30,7 @@ from studio.render.outdir import RENDER_RECORD, Manifest, OutDir, now_iso, write
 from studio.render.pick import check_summary, pick
 from studio.render.progress import Progress
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 CANCEL_WAIT_S = 120.0  # a unit in flight finishes before the cancel lands; a long decode takes a while
 EXIT_INTERRUPTED = 130

@@ -23,7 +23,7 @@ from sqlalchemy.pool import QueuePool
 
 from .tables import utcnow
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 ALEMBIC_DIR = Path(__file__).with_name("alembic")
 
@@ -74,7 +74,7 @@ def make_engine(db: Path | str | URL) -> Engine:
     if url.drivername == "postgresql":  # SQLAlchemy's default driver is psycopg2; the studio's is psycopg 3
         url = url.set(drivername="postgresql+psycopg")
     if url.get_backend_name() == "postgresql" and url.get_driver_name() in ("psycopg2", "pg8000", "asyncpg"):
-        log.info("[store] %s is untested; the studio is tested with postgresql+psycopg", url.drivername)
+        logger.info("[store] %s is untested; the studio is tested with postgresql+psycopg", url.drivername)
     try:
         return create_engine(url, pool_size=5, max_overflow=10, pool_pre_ping=True)
     except ModuleNotFoundError as exc:
@@ -161,7 +161,7 @@ def migrate(engine: Engine, revision: str = "head") -> None:
         cfg = alembic_config(engine)
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
-    log.info("[store] migrated db=%s to %s", describe(engine), revision)
+    logger.info("[store] migrated db=%s to %s", describe(engine), revision)
 
 
 def current_revision(engine: Engine) -> str | None:

@@ -33,7 +33,7 @@ from .db import Database, now_expr
 from .runner_id import pid_namespace, process_alive, runner_host, this_host, this_runner
 from .tables import ACTIVE_STATUSES, INTERRUPTED, RunnerRow, TakeRow, utcnow
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 LEASE_S = 30.0  # a process that has not beaten for this long is gone (other hosts' runners)
 HEARTBEAT_S = 5.0  # how often a process beats (and runs recovery) while it drives takes
@@ -96,7 +96,7 @@ class Leases:
             if renewed:
                 return
             if self._thread is not None:
-                log.warning("[store] the lease of runner=%s had run out and was taken back; renewed (takes "
+                logger.warning("[store] the lease of runner=%s had run out and was taken back; renewed (takes "
                             "interrupted meanwhile stay interrupted)", me)
             values = {"id": me, "host": this_host(), "pid_namespace": pid_namespace(), "started_at": utcnow(),
                       "heartbeat_at": now, "lease_s": self.lease_s}
@@ -123,7 +123,7 @@ class Leases:
                 if self.on_beat is not None:
                     self.on_beat()
             except Exception as exc:  # a database restart: keep trying; the lease says the rest
-                log.warning("[store] heartbeat failed: %s", exc)
+                logger.warning("[store] heartbeat failed: %s", exc)
 
     # ---------------------------------------------------------------- recovery
     def recover(self) -> list[TakeRow]:

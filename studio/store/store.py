@@ -47,7 +47,7 @@ from .tables import (
 )
 from .views import SessionInfo, ShareInfo, StyleInfo, TakeInfo, relative_to_data
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 DB_NAME = "studio.db"
 # Columns update_take may set; anything else is a programming error, named in the exception.
@@ -240,7 +240,7 @@ class Store:
                 dropped = sorted(RUNNER_FIELDS & set(fields))
                 level = logging.DEBUG if take_id in self._dropped else logging.WARNING  # once a take
                 self._dropped.add(take_id)
-                log.log(level, "[store] take=%s is interrupted (runner=%s); dropped late write of %s",
+                logger.log(level, "[store] take=%s is interrupted (runner=%s); dropped late write of %s",
                         take_id, row.runner, ", ".join(dropped))
                 fields = {k: v for k, v in fields.items() if k not in RUNNER_FIELDS}
                 if not fields:
@@ -292,7 +292,7 @@ class Store:
         self._leases.hold()
         dead = self._leases.recover()
         if dead:
-            log.info("[store] recovered interrupted=%d runners=%s", len(dead),
+            logger.info("[store] recovered interrupted=%d runners=%s", len(dead),
                      ",".join(sorted({r.runner or "?" for r in dead})))
         return [TakeInfo.of(r, self.data_dir) for r in dead]
 
