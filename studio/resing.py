@@ -16,7 +16,7 @@ from typing import Any
 from device_worker.shapes import FRAME_RATE
 from studio import access
 from studio.admission import AdmissionRefused
-from studio.songs import WAIT_FOR_MODEL_FILES_S, SongRefused
+from studio.songs import WAIT_FOR_MODEL_FILES_S, SongRefused, validate
 from studio.store import TakeInfo
 
 
@@ -74,7 +74,7 @@ def resing(svc: Any, owner: str, take_id: Any, lines: Any = None) -> tuple[TakeI
         raise SongRefused([svc.model_status.banner_markdown()], "Songs cannot be made yet")
     base = SongRequest.from_dict(source.request)
     request = replace(base, edit=Reference.edit(source.files["wav"], seconds_of(segments), splice=True), seed=None, variations=1)
-    validation = svc.engine.validate(request) if getattr(svc, "engine", None) is not None else request.validate()
+    validation = validate(svc, request)
     if not validation.ok:
         raise SongRefused([str(p) for p in validation.problems])
     with svc.admission.submitting:

@@ -37,8 +37,7 @@ class Started:
 
 def validate(svc: Any, request: Any) -> Any:
     """As the engine will run it (its tokenizer, its models), so the report matches the take."""
-    check = getattr(svc.engine, "validate", None)
-    return check(request) if callable(check) else request.validate()
+    return svc.engine.validate(request) if svc.engine is not None else request.validate()
 
 
 def start(svc: Any, owner: str, session: SessionInfo | None, form: ComposeForm) -> Started:

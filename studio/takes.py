@@ -42,9 +42,9 @@ KEEP_FINISHED = 256  # finished takes kept in memory for followers; the store ha
 
 
 class EngineLike(Protocol):
-    """What the studio needs from `engine.Engine` (issue 6)."""
+    """What the take runner needs from `engine.Engine` (issue 6)."""
 
-    def submit(self, request: Any, *, interactive: bool = False) -> Any: ...
+    def submit(self, request: Any, *, interactive: bool = False, validation: Any = None) -> Any: ...
 
 
 @dataclass
@@ -103,8 +103,7 @@ class TakeRunner:
             for i, seed in enumerate(seeds)
         ]
         try:
-            extra = {"validation": validation} if validation is not None else {}  # validated once, by the caller
-            job = self.engine.submit(request, interactive=False, **extra)
+            job = self.engine.submit(request, interactive=False, validation=validation)  # None: the engine validates
         except Exception as exc:  # busy queue, validation: the takes become failed with the reason
             for t in takes:
                 self.store.update_take(t.id, status=FAILED, error=_error(exc), phase="not started")
