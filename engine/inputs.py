@@ -28,19 +28,6 @@ class DeviceOps(Protocol):
     def encode(self, audio: np.ndarray, seed: int) -> np.ndarray: ...  # [2, n] 44.1 kHz -> [T, 64]
 
 
-class _StyleEncoder:
-    """engine.style's encoder interface over the worker's style op."""
-
-    def __init__(self, ops: DeviceOps, model_id: str):
-        self.ops, self.model_id = ops, model_id
-
-    def embed_text(self, texts: list[str]) -> np.ndarray:
-        return self.ops.embed_text(texts)
-
-    def embed_audio(self, wavs: np.ndarray) -> np.ndarray:
-        return self.ops.embed_audio(wavs)
-
-
 class HostInputs:
     def __init__(self, ops: DeviceOps, *, negative_style: np.ndarray, cache_dir: str, style_model_id: str,
                  crop_frames: int | None = None, tokenizer: Any = None):
@@ -48,7 +35,7 @@ class HostInputs:
 
         self.ops = ops
         self.negative_style = as_model_input(negative_style)[0]
-        self.styles = StyleService(_StyleEncoder(ops, style_model_id), cache_dir)
+        self.styles = StyleService(ops, cache_dir, model_id=style_model_id)
         self.crop_frames = crop_frames
         self.tokenizer = tokenizer
 

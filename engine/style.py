@@ -65,8 +65,6 @@ def style_window(path: str | Path) -> StyleWindow:
 
 
 class StyleEncoder(Protocol):
-    model_id: str
-
     def embed_text(self, texts: list[str]) -> np.ndarray: ...  # [B, 512]
 
     def embed_audio(self, wavs: np.ndarray) -> np.ndarray: ...  # [B, n] 24 kHz -> [B, 512]
@@ -135,15 +133,15 @@ class StyleResult:
 
 
 class StyleService:
-    def __init__(self, encoder: StyleEncoder, cache_dir: str | Path) -> None:
-        self.encoder = encoder
+    def __init__(self, encoder: StyleEncoder, cache_dir: str | Path, *, model_id: str) -> None:
+        self.encoder, self.model_id = encoder, model_id  # the cache keys name the model that embedded
         self.cache = StyleCache(cache_dir)
 
     def from_text(self, text: str) -> StyleResult:
         text = text.strip()
         if not text:
             raise StyleError("the style prompt is empty")
-        key = self.cache.key(self.encoder.model_id, "text", text.encode("utf-8"))
+        key = self.cache.key(self.model_id, "text", text.encode("utf-8"))
         if (hit := self.cache.get(key)) is not None:
             return StyleResult(hit, "text", True)
         vec = check_vector(self.encoder.embed_text([text])[0])
@@ -153,7 +151,7 @@ class StyleService:
     def from_audio(self, path: str | Path) -> StyleResult:
         window = style_window(path)
         payload = np.ascontiguousarray(window.samples, dtype="<f4").tobytes()
-        key = self.cache.key(self.encoder.model_id, "audio", payload)
+        key = self.cache.key(self.model_id, "audio", payload)
         if (hit := self.cache.get(key)) is not None:
             return StyleResult(hit, "audio", True, list(window.notes), window)
         vec = check_vector(self.encoder.embed_audio(window.samples[None])[0])

@@ -99,7 +99,7 @@ def test_window_is_read_as_librosa_reads_it(tmp_path):
 
 def test_text_style_end_to_end_and_cache(encoder, tmp_path):
     enc = Counting(encoder)
-    svc = StyleService(enc, tmp_path / "cache")
+    svc = StyleService(enc, tmp_path / "cache", model_id=enc.model_id)
     a = svc.from_text("  dreamy synth pop ")
     b = svc.from_text("dreamy synth pop")
     assert (a.cached, b.cached, enc.calls) == (False, True, 1)
@@ -107,7 +107,7 @@ def test_text_style_end_to_end_and_cache(encoder, tmp_path):
     assert abs(np.linalg.norm(a.vector) - 1) < 1e-5
     c = svc.from_text("angry metal")
     assert not c.cached and enc.calls == 2 and not np.allclose(a.vector, c.vector)
-    fresh = StyleService(Counting(encoder), tmp_path / "cache")  # cache lives on disk
+    fresh = StyleService(Counting(encoder), tmp_path / "cache", model_id=encoder.model_id)  # cache lives on disk
     assert fresh.from_text("dreamy synth pop").cached
     with pytest.raises(StyleError, match="empty"):
         svc.from_text("   ")
@@ -120,7 +120,7 @@ def test_audio_style_end_to_end_window_and_cache(encoder, tmp_path):
     x[int(10 * 44_100) : int(20 * 44_100)] *= 2.0  # the central window is louder than the rest
     sf.write(tmp_path / "song.wav", x, 44_100)
     enc = Counting(encoder)
-    svc = StyleService(enc, tmp_path / "cache")
+    svc = StyleService(enc, tmp_path / "cache", model_id=enc.model_id)
     r = svc.from_audio(tmp_path / "song.wav")
     assert r.window.start_s == 10.0 and r.window.samples.shape == (240_001,) and r.notes == []
     assert 0.5 < np.abs(r.window.samples).max() < 0.7  # from the loud (central) part only
@@ -144,9 +144,9 @@ def test_every_format_gives_the_24k_window(tmp_path, fmt, ext):
 def test_short_references_are_refused_and_mono_8k_10s_is_used(encoder, tmp_path):
     sf.write(tmp_path / "short.wav", tone(3.0, 8_000, channels=1), 8_000)
     with pytest.raises(StyleError, match=r"3\.00 s long; .*at least 10 s"):
-        StyleService(encoder, tmp_path / "c").from_audio(tmp_path / "short.wav")
+        StyleService(encoder, tmp_path / "c", model_id=encoder.model_id).from_audio(tmp_path / "short.wav")
     sf.write(tmp_path / "ten.wav", tone(10.0, 8_000, channels=1), 8_000)
-    r = StyleService(encoder, tmp_path / "c").from_audio(tmp_path / "ten.wav")
+    r = StyleService(encoder, tmp_path / "c", model_id=encoder.model_id).from_audio(tmp_path / "ten.wav")
     assert r.window.samples.shape == (240_000,) and (r.window.start_s, r.window.duration_s) == (0.0, 10.0)
     assert r.notes == [] and r.vector.shape == (512,) and np.isfinite(r.vector).all()
 
