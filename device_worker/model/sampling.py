@@ -104,7 +104,12 @@ class SongState:
 
     @property
     def guided(self) -> bool:
-        return self.cfg >= 1e-5  # upstream skips the unconditional branch below this
+        return is_guided(self.cfg)
+
+
+def is_guided(cfg: float) -> bool:
+    """Whether the unconditional branch runs: upstream skips it below this guidance strength."""
+    return cfg >= 1e-5
 
 
 def make_noise(seeds: Sequence[int], n: int, channels: int = 64) -> torch.Tensor:
@@ -187,7 +192,7 @@ def start_song(
         song_duration = n / dit.cfg.max_frames if params.song_duration is None else params.song_duration
         dur = torch.full((b,), fp16_value(song_duration), device=device, dtype=sd)
 
-    if params.cfg >= 1e-5:  # SongState.guided  # one batch of 2b: conditional items, then the unconditional ones (upstream's drop flags)
+    if is_guided(params.cfg):  # one batch of 2b: conditional items, then the unconditional ones (upstream's drop flags)
         u_cond, u_text, _ = drop_inputs(step_cond, text, negative_style, drop_audio_cond=True, drop_text=True)
         cache = dit.prepare(
             torch.cat((step_cond, u_cond)),
