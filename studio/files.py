@@ -7,7 +7,7 @@ delete, a revoked link or its expiry. Every refusal is the same 404, whatever th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request  # at module level: FastAPI resolves the handler's annotations from here
 from fastapi.responses import FileResponse, PlainTextResponse
@@ -15,10 +15,13 @@ from fastapi.responses import FileResponse, PlainTextResponse
 from studio import access
 from studio.download_names import download_name
 
+if TYPE_CHECKING:
+    from studio.services import Services
+
 MEDIA = {"wav": "audio/wav", "flac": "audio/flac", "mp3": "audio/mpeg", "json": "application/json"}
 
 
-def mount(app: Any, svc: Any) -> None:
+def mount(app: Any, svc: Services) -> None:
     async def file(take_id: str, kind: str, request: Request) -> Any:
         key = request.query_params.get("k", "")[:128]
         path = access.verify_file_url(svc.store, svc.identity, take_id, kind, key)

@@ -18,7 +18,7 @@ import asyncio
 import html
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from fastapi import Request  # at module level: FastAPI resolves the handler's annotations from here
@@ -27,6 +27,9 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 from device_worker.shapes import CHANNELS, SAMPLE_RATE
 from studio.admission import AdmissionRefused
 from studio.takes import StreamCursor
+
+if TYPE_CHECKING:
+    from studio.services import Services
 
 PATH = "/studio/live/{take_id}"
 FORMAT = f"s16le;rate={SAMPLE_RATE};channels={CHANNELS}"
@@ -38,7 +41,7 @@ _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _KEY = re.compile(r"^(\d{1,12})\.([0-9a-f]{32})$")
 
 
-def live_url(svc: Any, take_id: str, owner: str, now: float | None = None) -> str:
+def live_url(svc: Services, take_id: str, owner: str, now: float | None = None) -> str:
     expiry = str(int((now or time.time()) + TTL_S))
     return f"/studio/live/{take_id}?k={expiry}.{svc.identity.sign('live', take_id, owner, expiry)}"
 
@@ -74,7 +77,7 @@ class _Stream(StreamingResponse):
             self._release()
 
 
-def mount(app: Any, svc: Any) -> None:
+def mount(app: Any, svc: Services) -> None:
     """Add the stream route to the studio's FastAPI app (Gradio's, after launch)."""
     streams = {"open": 0}
     nothing = PlainTextResponse("No such live take.", status_code=404)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
@@ -27,6 +27,9 @@ from studio.forms import ComposeForm
 from studio.mcp_views import base_url, record_of, summary
 from studio.store import DONE, TakeInfo
 
+if TYPE_CHECKING:
+    from studio.services import Services
+
 # tool name -> the endpoint it calls (api_name)
 TOOLS = {"make_song": "/make_song", "check_lyrics": "/check_lyrics", "time_lyrics": "/time_lyrics",
          "list_takes": "/list_takes", "get_take": "/get_take", "edit_take": "/edit_take", "cancel": "/cancel_take"}
@@ -36,7 +39,7 @@ NOT_YOURS = "No such take among yours."
 _S, _V, _D = controls.STEPS, controls.VARIATIONS, shapes
 
 
-def register(svc: Any) -> None:
+def register(svc: Services) -> None:
     """Define the six endpoints inside the current `gr.Blocks` (after `api.register`)."""
     store = svc.store
 
@@ -167,7 +170,7 @@ def _seed(form: ComposeForm, seed: Any) -> None:
     form.seed = form.seed if form.random_seed else seed
 
 
-def _run(svc: Any, owner: str, session: Any, form: ComposeForm, wait: bool, request: Any) -> str:
+def _run(svc: Services, owner: str, session: Any, form: ComposeForm, wait: bool, request: Any) -> str:
     """Start the song (the page's path and messages) and, with `wait`, follow it to the end with progress."""
     try:
         started = songs.start(svc, owner, session, form)
@@ -190,7 +193,7 @@ def _run(svc: Any, owner: str, session: Any, form: ComposeForm, wait: bool, requ
     return _json(out)
 
 
-def _follow(svc: Any, ids: list[str], progress: Any) -> None:
+def _follow(svc: Services, ids: list[str], progress: Any) -> None:
     """One progress notification per sampling step and per VAE window, per take, in order."""
     deadline = time.monotonic() + svc.admission.limits.follow_max_s
     seen: dict[str, Any] = {}
@@ -207,7 +210,7 @@ def _follow(svc: Any, ids: list[str], progress: Any) -> None:
             return
 
 
-def _no_check(svc: Any, take: TakeInfo, check: Any) -> str:
+def _no_check(svc: Services, take: TakeInfo, check: Any) -> str:
     """Why a take has no lyrics check, in words an agent can pass on."""
     if not str((take.request or {}).get("lyrics") or "").strip():
         return "This take is instrumental: there are no lyrics to check."

@@ -8,11 +8,14 @@ owner deletes the take.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from studio import access
 from studio.progress import read_record
 from studio.store import TakeInfo
+
+if TYPE_CHECKING:
+    from studio.services import Services
 
 
 def base_url(request: Any) -> str:
@@ -46,7 +49,7 @@ def style_text(request: dict[str, Any]) -> str:
     return "saved style" if style.get("embedding") else ""
 
 
-def summary(take: TakeInfo, svc: Any, owner: str, base: str) -> dict[str, Any]:
+def summary(take: TakeInfo, svc: Services, owner: str, base: str) -> dict[str, Any]:
     """One take for an agent: id, status, seed, `audio_url` (WAV), `urls` of every file, and the
     record's essentials (what was asked, what was made)."""
     who = access.Who(owner)

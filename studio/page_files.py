@@ -13,7 +13,7 @@ the URL is made absolute with the root of the request being answered.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import gradio as gr
 from gradio.data_classes import FileData, ListFiles
@@ -21,6 +21,9 @@ from gradio.data_classes import FileData, ListFiles
 from studio import access
 from studio.download_names import download_name, take_numbers
 from studio.store import TakeInfo
+
+if TYPE_CHECKING:
+    from studio.services import Services
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ def _data(f: SignedFile) -> FileData:
     return FileData(path=f.url, url=f.url, orig_name=f.name)
 
 
-def take_files(svc: Any, take: TakeInfo, who: access.Who) -> dict[str, SignedFile]:
+def take_files(svc: Services, take: TakeInfo, who: access.Who) -> dict[str, SignedFile]:
     """Every file of `take` that `who` may read now, by kind (wav, flac, ..., json). Called from a page
     handler: Gradio postprocesses the value later, outside the request."""
     root = _root()
@@ -59,7 +62,7 @@ def take_files(svc: Any, take: TakeInfo, who: access.Who) -> dict[str, SignedFil
     return {kind: SignedFile(root + url, download_name(svc.store, take, kind, numbers)) for kind, url in urls.items()}
 
 
-def session_reference(svc: Any, session: Any, who: access.Who) -> SignedFile | None:
+def session_reference(svc: Services, session: Any, who: access.Who) -> SignedFile | None:
     """The uploaded reference song of `who`'s own session, for the style player of the reopened session."""
     reference = access.session_reference(session, svc.config.inside_data) if session is not None else None
     url = access.signed_reference_url(svc.identity, session, reference, who) if reference is not None else None

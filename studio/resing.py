@@ -11,13 +11,16 @@ by ear in turn when it is written.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from device_worker.shapes import FRAME_RATE
 from studio import access
 from studio.admission import AdmissionRefused
 from studio.songs import WAIT_FOR_MODEL_FILES_S, SongRefused, validate
 from studio.store import TakeInfo
+
+if TYPE_CHECKING:
+    from studio.services import Services
 
 
 def parse_lines(value: Any) -> list[int] | None:
@@ -61,7 +64,7 @@ def seconds_of(segments: list[list[int]]) -> list[tuple[float, float]]:
     return [(round((a + 0.5) / FRAME_RATE, 4), round((b + 0.5) / FRAME_RATE, 4)) for a, b in segments]
 
 
-def resing(svc: Any, owner: str, take_id: Any, lines: Any = None) -> tuple[TakeInfo, list[list[int]]]:
+def resing(svc: Services, owner: str, take_id: Any, lines: Any = None) -> tuple[TakeInfo, list[list[int]]]:
     """Start the re-sing edit take of `owner`'s take; returns (the new take, its frame ranges)."""
     from engine.request import Reference, SongRequest
 

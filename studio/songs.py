@@ -8,13 +8,16 @@ back as `SongRefused` with every reason, worded for the musician.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from studio.access import Who
 from studio.admission import AdmissionRefused
 from studio.config import PathRefused
 from studio.forms import ComposeForm, FormError
 from studio.store import SessionInfo, StoreError, TakeInfo
+
+if TYPE_CHECKING:
+    from studio.services import Services
 
 # How long Generate waits for the model files to be found (or the test model written) before it is refused;
 # once they are, takes queue until a worker is ready, however long that takes.
@@ -35,12 +38,12 @@ class Started:
     takes: list[TakeInfo]
 
 
-def validate(svc: Any, request: Any) -> Any:
+def validate(svc: Services, request: Any) -> Any:
     """As the engine will run it (its tokenizer, its models), so the report matches the take."""
     return svc.engine.validate(request) if svc.engine is not None else request.validate()
 
 
-def start(svc: Any, owner: str, session: SessionInfo | None, form: ComposeForm) -> Started:
+def start(svc: Services, owner: str, session: SessionInfo | None, form: ComposeForm) -> Started:
     """Queue `form` for `owner`, into `session` (verified as the owner's by the caller) or a new one."""
     if svc.wait_for_runner(WAIT_FOR_MODEL_FILES_S) is None or svc.model_status.problem:
         raise SongRefused([svc.model_status.banner_markdown()], "Songs cannot be made yet")
@@ -70,7 +73,7 @@ def start(svc: Any, owner: str, session: SessionInfo | None, form: ComposeForm) 
     return Started(session, takes)
 
 
-def retry(svc: Any, take: TakeInfo) -> TakeInfo:
+def retry(svc: Services, take: TakeInfo) -> TakeInfo:
     """Render a take again with its request and recorded seed; the new take is named after the old."""
     if svc.wait_for_runner(WAIT_FOR_MODEL_FILES_S) is None or svc.model_status.problem:
         raise SongRefused([svc.model_status.banner_markdown()], "Songs cannot be made yet")

@@ -15,7 +15,10 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from studio.services import Services
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +42,7 @@ def sweep(store: Any, uploads_dir: Path, max_age_s: float, now: float | None = N
     return removed
 
 
-def start_sweeping(svc: Any, stop: threading.Event | None = None) -> threading.Event:
+def start_sweeping(svc: Services, stop: threading.Event | None = None) -> threading.Event:
     """A daemon thread: a sweep now, then every `upload_sweep_every_s`; set the returned event to stop it."""
     stop = stop or threading.Event()
     cfg = svc.config

@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from studio.cli.options import WorkerPlan, default_data_dir, model_options, resolve_models
-from studio.services import worker_summary
+from studio.services import Services, worker_summary
 
 logger = logging.getLogger("studio.serve")
 
@@ -94,7 +94,7 @@ def serve(host: str, port: int, takes_per_owner: int, mcp: bool, data_dir: Path 
     svc.close()
 
 
-def _load_engine(svc: Any, data_dir: Path, model: str, dits: tuple[str, ...], vae: str | None,
+def _load_engine(svc: Services, data_dir: Path, model: str, dits: tuple[str, ...], vae: str | None,
                  models_dir: str | None, plan: WorkerPlan, crop: int | None) -> None:
     """Resolve the model files and start the workers; every outcome ends up in the page's banner."""
     from studio.services import ModelStatus
@@ -142,7 +142,7 @@ def _first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def _offer_fetch(svc: Any, exc: Exception, models_dir: str | None, retry: Any) -> None:
+def _offer_fetch(svc: Services, exc: Exception, models_dir: str | None, retry: Any) -> None:
     """Name every missing file; online, let the page download them and then start the workers."""
     from studio.fetcher import Fetcher, can_fetch, missing_files
     from studio.services import ModelStatus
