@@ -1,11 +1,15 @@
-"""How an engine event shows as a take's progress, one rule for the page, the API and `studio render`."""
+"""How an engine event shows as a take's progress, and how a written take is stored: one rule for the page,
+the API and `studio render`."""
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from studio.store import DONE, Store
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +40,15 @@ def unit_of(e: Any) -> tuple[str, int, int] | None:
     if isinstance(e, ev.Decoding):
         return ("window", e.j, e.total)
     return None
+
+
+def store_finished(store: Store, take_id: str, seed: int, files: Mapping[str, str],
+                   timings: Mapping[str, float]) -> None:
+    """A written take into the store: its files (the JSON record among them), timings, and the record's
+    content and model ids."""
+    record = read_record(files.get("json"))
+    store.update_take(take_id, status=DONE, progress=1.0, phase="done", seed=seed, files=dict(files),
+                      timings=dict(timings), record=record, models=dict(record.get("models") or {}), error=None)
 
 
 def read_record(path: str | None) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from studio import memory
-from studio.progress import PREPARE_SHARE, PROGRESS_WRITE_S, progress_of, read_record, unit_of
+from studio.progress import PREPARE_SHARE, PROGRESS_WRITE_S, progress_of, read_record, store_finished, unit_of
 from studio.store import (
     CANCELLED,
     DONE,
@@ -327,15 +327,7 @@ class TakeRunner:
         lv = self.live(take_id)
         if lv is not None and lv.status == DONE:
             return
-        files = {k: v for k, v in result.files.items() if k != "json"}
-        record = read_record(result.files.get("json"))
-        self.store.update_take(
-            take_id, status=DONE, progress=1.0, phase="done", seed=result.seed, files=files,
-            timings=dict(result.timings), record=record, models=dict(record.get("models") or {}),
-            error=None,
-        )
-        if result.files.get("json"):
-            self.store.update_take(take_id, files={**files, "json": result.files["json"]})
+        store_finished(self.store, take_id, result.seed, result.files, result.timings)
         self._set_live(take_id, status=DONE, progress=1.0, phase="done", eta_s=0.0, seed=result.seed)
 
     def _lyrics_checked(self, take_id: str, record_path: str | None) -> None:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from studio.progress import PROGRESS_WRITE_S, progress_of, read_record
+from studio.progress import PROGRESS_WRITE_S, progress_of, store_finished
 from studio.store import CANCELLED, DONE, FAILED, RUNNING, Store
 
 logger = logging.getLogger(__name__)
@@ -66,10 +66,7 @@ class SessionRecorder:
             if t["take"] >= len(ids):
                 continue
             files = {fmt: str(folder / name) for fmt, name in t["files"].items()}
-            record = read_record(files.get("json"))
-            self.store.update_take(ids[t["take"]], status=DONE, progress=1.0, phase="done", seed=t["seed"],
-                                   files=files, timings=dict(t.get("timings") or {}), record=record,
-                                   models=dict(record.get("models") or {}), error=None)
+            store_finished(self.store, ids[t["take"]], t["seed"], files, t.get("timings") or {})
 
     def ended(self, job_id: str, status: str, error: str | None = None) -> None:
         """Failed or cancelled: every take of the job not already done says so."""
