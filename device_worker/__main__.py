@@ -21,14 +21,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cfg = WorkerConfig(**vars(build_parser().parse_args(argv)))
-    logging.basicConfig(level=cfg.log_level.upper(), stream=sys.stderr,
+    config = WorkerConfig(**vars(build_parser().parse_args(argv)))
+    logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     from device_worker.lifecycle import BindError
     from device_worker.worker import WorkerServer
 
     try:
-        return WorkerServer(cfg).serve()
+        return WorkerServer(config).serve()
     except BindError as exc:
         logging.getLogger("device_worker").error("[worker] cannot start: %s", exc)
         return 2

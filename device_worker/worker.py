@@ -42,18 +42,18 @@ _BACKGROUND_CALLS = (P.Op.TRANSCRIBE,)  # a finished take's lyrics check: after 
 class WorkerServer:
     """The worker process: ROUTER socket + IO thread around a WorkerCore on the main thread."""
 
-    def __init__(self, cfg: WorkerConfig) -> None:
-        cfg = replace(cfg, device=resolve_device(cfg.backend, cfg.device))  # before the lock and precision
-        self.cfg = cfg
-        self.secret = cfg.secret if cfg.secret is not None else wire.read_secret(cfg.secret_file)
-        self.limits = P.Limits(max_jobs=cfg.max_jobs)
-        options: dict[str, object] = {"threads": cfg.threads, "half_mode": cfg.half_mode, "style_path": cfg.style,
-                                      "compile": cfg.compile, "lyrics_model": cfg.lyrics_model}
-        self.precision = resolve_precision(cfg.backend, cfg.device, cfg.precision,
-                                           cpu_bf16=cfg.backend == "torch" and cpu_has_native_bf16())
-        self.backend = make_backend(cfg.backend, cfg.device, self.precision,
-                                    **(options if cfg.backend == "torch" else {}))
-        self.scheduler = Scheduler(cfg.policy, cfg.max_jobs)
+    def __init__(self, config: WorkerConfig) -> None:
+        config = replace(config, device=resolve_device(config.backend, config.device))  # before the lock and precision
+        self.config = config
+        self.secret = config.secret if config.secret is not None else wire.read_secret(config.secret_file)
+        self.limits = P.Limits(max_jobs=config.max_jobs)
+        options: dict[str, object] = {"threads": config.threads, "half_mode": config.half_mode, "style_path": config.style,
+                                      "compile": config.compile, "lyrics_model": config.lyrics_model}
+        self.precision = resolve_precision(config.backend, config.device, config.precision,
+                                           cpu_bf16=config.backend == "torch" and cpu_has_native_bf16())
+        self.backend = make_backend(config.backend, config.device, self.precision,
+                                    **(options if config.backend == "torch" else {}))
+        self.scheduler = Scheduler(config.policy, config.max_jobs)
         self.ctx = zmq.Context()
         self._push: zmq.Socket | None = None
         self.core = WorkerCore(self.backend, self.scheduler, self._emit, self.limits)
@@ -65,16 +65,16 @@ class WorkerServer:
         self._device_calls: dict[str, int] = {}  # by op, for STATS (how many round trips a take costs)
         self._ready: P.Ready | None = None
         self._models: dict[str, str] = {}
-        self._lock = DeviceLock(cfg.backend, cfg.device, cfg.lock_dir)
+        self._lock = DeviceLock(config.backend, config.device, config.lock_dir)
 
     # ---- lifecycle ----------------------------------------------------------------------------------
     def serve(self) -> int:
         """Bind, load, serve until SHUTDOWN or SIGTERM; returns the exit code."""
-        check_bind(self.cfg.bind, self.secret is not None)
+        check_bind(self.config.bind, self.secret is not None)
         self._lock.acquire()
         io = threading.Thread(target=self._io_main, name="worker-io", daemon=True)
         try:
-            clean_stale_ipc(self.cfg.bind)
+            clean_stale_ipc(self.config.bind)
             io.start()
             self._bound.wait(10)
             if self._bind_error is not None:
@@ -82,7 +82,7 @@ class WorkerServer:
             self._push = self.ctx.socket(zmq.PUSH)
             self._push.connect(_INPROC)
             self._install_signals()
-            if self.cfg.parent_pid is not None:
+            if self.config.parent_pid is not None:
                 threading.Thread(target=self._watch_parent, name="worker-parent", daemon=True).start()
             if not self._load():
                 return 1
@@ -98,7 +98,7 @@ class WorkerServer:
             if self._push is not None:
                 self._push.close(linger=0)
             self.ctx.term()
-            path = ipc_path(self.cfg.bind)
+            path = ipc_path(self.config.bind)
             if path and os.path.exists(path):
                 os.unlink(path)
             self.backend.close()
@@ -117,7 +117,7 @@ class WorkerServer:
     def _watch_parent(self) -> None:
         """A local worker whose engine died (kill -9, a crash) would hold the card and its lock forever;
         reparenting changes getppid(), so poll it and leave through the SIGTERM path (unit in flight first)."""
-        pid = self.cfg.parent_pid
+        pid = self.config.parent_pid
         while not self._stop.wait(1.0):
             if os.getppid() != pid:
                 logger.warning("[shutdown] worker: parent pid=%s is gone, exiting", pid)
@@ -132,15 +132,15 @@ class WorkerServer:
             self._emit(b"", 0, P.Loading(stage, fraction), None)
 
         try:
-            self._models = self.backend.load(self.cfg.dit, self.cfg.vae, progress)
+            self._models = self.backend.load(self.config.dit, self.config.vae, progress)
         except Exception as exc:  # noqa: BLE001 - reported to every waiting client, then exit 1
             logger.exception("[load] failed")
             self._emit(b"", 0, P.Error(f"LoadError: {P.exc_text(exc)}"), None)
             return False
-        info = {**self.backend.info(), "policy": self.cfg.policy, "precision": self.precision}
+        info = {**self.backend.info(), "policy": self.config.policy, "precision": self.precision}
         self._ready = P.Ready(time.perf_counter() - t0, self._models, info)
         logger.info("[worker] ready load_s=%.2f backend=%s device=%s precision=%s step=%s", self._ready.load_s,
-                    self.cfg.backend, self.cfg.device, self.precision, info.get("compile", "n/a"))
+                    self.config.backend, self.config.device, self.precision, info.get("compile", "n/a"))
         self._emit(b"", 0, self._ready, None)
         return True
 
@@ -158,7 +158,7 @@ class WorkerServer:
             # libzmq drops a peer whose frame exceeds this before allocating it in full.
             router.setsockopt(zmq.MAXMSGSIZE, self.limits.max_tensor_bytes + self.limits.max_header_bytes)
             router.setsockopt(zmq.SNDHWM, 100_000)  # a slow client must not lose audio windows
-            router.bind(self.cfg.bind)
+            router.bind(self.config.bind)
             pull.bind(_INPROC)
         except zmq.ZMQError as exc:
             self._bind_error = exc
@@ -167,7 +167,7 @@ class WorkerServer:
             pull.close(0)
             return
         self._bound.set()
-        logger.info("[worker] listening bind=%s pid=%d policy=%s", self.cfg.bind, os.getpid(), self.cfg.policy)
+        logger.info("[worker] listening bind=%s pid=%d policy=%s", self.config.bind, os.getpid(), self.config.policy)
         poller = zmq.Poller()
         poller.register(router, zmq.POLLIN)
         poller.register(pull, zmq.POLLIN)
@@ -226,8 +226,8 @@ class WorkerServer:
                 logger.exception("[io] could not answer peer=%s", peer.hex())
 
     def _welcome(self) -> P.Welcome:
-        return P.Welcome(P.PROTOCOL_VERSION, self.cfg.backend, self.cfg.device, self.precision,
-                         self.cfg.policy, self._ready is not None, self.limits, self._models, os.getpid())
+        return P.Welcome(P.PROTOCOL_VERSION, self.config.backend, self.config.device, self.precision,
+                         self.config.policy, self._ready is not None, self.limits, self._models, os.getpid())
 
     def _on_message(self, router: zmq.Socket, peer: bytes, frames: list[zmq.Frame]) -> None:
         try:
@@ -252,7 +252,7 @@ class WorkerServer:
                 cur, peak = rss_bytes()
                 self._reply(router, peer, rid, P.StatsReply(cur, peak, self.backend.device_bytes(),
                                                             len(self.scheduler), self.backend.live_jobs(),
-                                                            self.scheduler.jobs_done, self.cfg.policy,
+                                                            self.scheduler.jobs_done, self.config.policy,
                                                             dict(self._device_calls)))
             elif isinstance(cancel := msg.body, P.Cancel):
                 if not self.scheduler.cancel(peer, cancel.job):

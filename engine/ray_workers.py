@@ -102,10 +102,10 @@ class DeviceWorkerActor:
         with socket.socket() as s:  # a free port; a race lost here is a failed start, retried by the pool
             s.bind((ip, 0))
             port = s.getsockname()[1]
-        cfg = WorkerConfig(**options, bind=f"tcp://{ip}:{port}", secret_file=self._secret_file,
+        config = WorkerConfig(**options, bind=f"tcp://{ip}:{port}", secret_file=self._secret_file,
                            parent_pid=os.getpid())  # the worker exits when this actor is gone
         with open(self._log, "wb") as log:
-            self._proc = subprocess.Popen([sys.executable, "-m", "device_worker", *cfg.to_argv()], stdout=log,
+            self._proc = subprocess.Popen([sys.executable, "-m", "device_worker", *config.to_argv()], stdout=log,
                                           stderr=subprocess.STDOUT, start_new_session=True,
                                           env={**os.environ, **(env or {})})
         deadline = time.monotonic() + LISTEN_TIMEOUT_S
@@ -115,7 +115,7 @@ class DeviceWorkerActor:
                                    f"{self.said()}")
             with open(self._log, errors="replace") as fh:
                 if "[worker] listening" in fh.read():
-                    return cfg.bind
+                    return config.bind
             time.sleep(0.05)
         self.stop()
         raise TimeoutError(f"the worker process on {ip} did not listen within {LISTEN_TIMEOUT_S} s: {self.said()}")

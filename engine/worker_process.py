@@ -42,10 +42,10 @@ class WorkerProcess:
     def argv(self) -> list[str]:
         """The worker's command line: `command` prefix (a container, another venv) or `python -m`."""
         prefix = list(self.command) if self.command else [self.python or sys.executable]
-        cfg = self.config
+        config = self.config
         if not self.command:  # under a container/launcher prefix the worker's parent is not this process
-            cfg = dataclasses.replace(cfg, parent_pid=os.getpid())
-        return [*prefix, "-m", "device_worker", *cfg.to_argv(), *self.extra_args]
+            config = dataclasses.replace(config, parent_pid=os.getpid())
+        return [*prefix, "-m", "device_worker", *config.to_argv(), *self.extra_args]
 
     def start(self, endpoint: str) -> subprocess.Popen[bytes]:
         with open(self.log_path, "ab") as log:

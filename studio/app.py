@@ -31,9 +31,9 @@ def build_app(svc: Services) -> gr.Blocks:
 
 def build_page(svc: Services) -> tuple[gr.Blocks, Page]:
     """The app and its page's components (what the handlers are built on)."""
-    cfg = svc.config
+    config = svc.config
     with gr.Blocks(title="DiffRhythm Studio",
-                   delete_cache=(cfg.browser_copies_every_s, cfg.browser_copies_max_age_s)) as demo:
+                   delete_cache=(config.browser_copies_every_s, config.browser_copies_max_age_s)) as demo:
         # A fixed secret (derived from the data folder's key), so what browsers stored survives a restart.
         secret = svc.identity.browser_state_secret
         owner = gr.BrowserState("", storage_key="diffrhythm-studio-owner", secret=secret)

@@ -45,17 +45,17 @@ def sweep(store: Any, uploads_dir: Path, max_age_s: float, now: float | None = N
 def start_sweeping(svc: Services, stop: threading.Event | None = None) -> threading.Event:
     """A daemon thread: a sweep now, then every `upload_sweep_every_s`; set the returned event to stop it."""
     stop = stop or threading.Event()
-    cfg = svc.config
+    config = svc.config
 
     def loop() -> None:
         while True:
             try:
-                gone = sweep(svc.store, cfg.uploads_dir, cfg.upload_max_age_s)
+                gone = sweep(svc.store, config.uploads_dir, config.upload_max_age_s)
                 if gone:
-                    logger.info("removed %d unused upload(s) older than %.0f h", len(gone), cfg.upload_max_age_s / 3600)
+                    logger.info("removed %d unused upload(s) older than %.0f h", len(gone), config.upload_max_age_s / 3600)
             except Exception:  # noqa: BLE001 - a store hiccup: try again next round, never stop serving
                 logger.exception("sweeping unused uploads failed")
-            if stop.wait(cfg.upload_sweep_every_s):
+            if stop.wait(config.upload_sweep_every_s):
                 return
 
     threading.Thread(target=loop, name="upload-sweep", daemon=True).start()

@@ -114,10 +114,10 @@ def _load_engine(svc: Services, data_dir: Path, model: str, dits: tuple[str, ...
         specs = plan.specs()
         what = f"the workers on the {plan.describe()}" if plan.ray else f"{len(specs)} worker(s): {plan.describe()}"
         svc.model_status = ModelStatus(ready=False, loading=f"starting {what}")
-        cfg = EngineConfig(data_dir, models, workers=specs, policy="fair", **plan.engine_options(),
+        config = EngineConfig(data_dir, models, workers=specs, policy="fair", **plan.engine_options(),
                            crop_frames=crop if models.test else None)
         # The engine first, its workers after: takes submitted meanwhile queue and run when one is ready.
-        engine = Engine(cfg, start=False)
+        engine = Engine(config, start=False)
         label = LABEL if models.test else "DiffRhythm 1.2"
         svc.attach_engine(engine, ModelStatus(ready=False, label=label, loading=f"starting {what}"))
         engine.pool.start()

@@ -42,7 +42,7 @@ def worker(**options: Any) -> None:
     from device_worker.__main__ import main
 
     try:
-        cfg = WorkerConfig(**options)
+        config = WorkerConfig(**options)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
-    sys.exit(main(cfg.to_argv()))
+    sys.exit(main(config.to_argv()))

@@ -65,15 +65,15 @@ class Batch:
 
         o = self.opts
         specs = o.plan.specs()
-        cfg = EngineConfig(o.data_dir, o.models, workers=specs, policy=o.policy, crop_frames=o.crop_frames,
+        config = EngineConfig(o.data_dir, o.models, workers=specs, policy=o.policy, crop_frames=o.crop_frames,
                            **o.plan.engine_options())
-        engine = Engine(cfg, start=False)
+        engine = Engine(config, start=False)
         try:
-            return self._run(engine, cfg, specs)
+            return self._run(engine, config, specs)
         finally:
             engine.close()
 
-    def _run(self, engine: Any, cfg: Any, specs: list[Any]) -> Result:
+    def _run(self, engine: Any, config: Any, specs: list[Any]) -> Result:
         o = self.opts
         parsed = parse_jobs(o.text, o.base_dir, validate=lambda r: engine.validate(r).problems, best_of=o.best_of)
         self._report(parsed)

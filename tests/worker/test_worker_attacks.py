@@ -183,7 +183,7 @@ def test_the_io_thread_survives_any_exception_in_one_message(monkeypatch):
     io = threading.Thread(target=srv._io_main, daemon=True)
     io.start()
     assert srv._bound.wait(10) and srv._bind_error is None
-    peer = RawPeer(srv.cfg.bind)
+    peer = RawPeer(srv.config.bind)
     try:
         for _ in range(2):
             peer.send(P.Ping(), 3)
