@@ -62,7 +62,7 @@ class RemoteDiT(torch.nn.Module):
                                "RemoteDiT needs a backend that reports dit.* fields")
         self.worker = worker
         self.timeout_s = timeout_s
-        self.cfg = SimpleNamespace(mel_dim=int(info["dit.mel_dim"]), max_frames=int(info["dit.max_frames"]),
+        self.config = SimpleNamespace(mel_dim=int(info["dit.mel_dim"]), max_frames=int(info["dit.max_frames"]),
                                    duration_embed=info["dit.duration_embed"] == "1")
         self.dtype: torch.dtype = getattr(torch, info["dit.dtype"])
         self.state_dtype: torch.dtype = getattr(torch, info["dit.state_dtype"])

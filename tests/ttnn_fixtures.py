@@ -66,7 +66,7 @@ def save_checkpoint(dit: DiT, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     torch.save({"model_state_dict": {f"transformer.{k}": v for k, v in dit.state_dict().items()}},
                folder / "cfm_model.pt")
-    c = dit.cfg
+    c = dit.config
     model = dict(dim=c.dim, depth=c.depth, heads=32, ff_mult=c.ff_mult, text_dim=c.text_dim,
                  conv_layers=c.conv_layers, mel_dim=c.mel_dim, text_num_embeds=c.text_num_embeds)
     (folder / "config.json").write_text(json.dumps({"model_type": "diffrhythm", "model": model,

@@ -120,7 +120,7 @@ class TorchBackend(SamplerBackend):
         if should_compile(self.compile, self.device):
             progress("compile", 0.3)  # before READY: the first song pays no compile time
             self.backbone = CompiledDiT(self.dit)
-            self.compile_s = self.backbone.warm(self.dit.cfg.max_frames)  # a failure leaves the eager step
+            self.compile_s = self.backbone.warm(self.dit.config.max_frames)  # a failure leaves the eager step
         progress("vae", 0.7)
         self.vae = load_vae(vae, device=self.device, dtype=vae_dtype(self.device, self.precision))
         if self.style_path:
@@ -239,9 +239,9 @@ class TorchBackend(SamplerBackend):
                "pid": str(os.getpid()), "compile": self.compile_note(), "compile_s": f"{self.compile_s:.1f}"}
         out["compiled"] = str(out["compile"] == "compiled").lower()
         if self.dit is not None:  # what RemoteDiT needs to stand in for the DiT on the host
-            cfg = self.dit.cfg
-            out.update({"dit.mel_dim": str(cfg.mel_dim), "dit.max_frames": str(cfg.max_frames),
-                        "dit.duration_embed": str(int(bool(cfg.duration_embed))),
+            config = self.dit.config
+            out.update({"dit.mel_dim": str(config.mel_dim), "dit.max_frames": str(config.max_frames),
+                        "dit.duration_embed": str(int(bool(config.duration_embed))),
                         "dit.dtype": str(self.dit.dtype).removeprefix("torch."),
                         "dit.state_dtype": str(self.dit.state_dtype).removeprefix("torch.")})
         if self.device.startswith("cuda"):

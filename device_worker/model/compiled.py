@@ -60,7 +60,7 @@ class CompiledDiT:
 
     def __init__(self, dit: DiT) -> None:
         self.dit = dit
-        self.cfg = dit.cfg
+        self.config = dit.config
         self._step = torch.compile(dit.forward_prepared, dynamic=False)
         self._shapes: set[tuple[int, ...]] = set()  # shapes that ran compiled
         self.failure: str | None = None  # why the step runs eager, once compiling failed
@@ -101,7 +101,7 @@ class CompiledDiT:
         """Compile the step for songs of `frames` frames in batches of `batch` (2: guided); seconds taken
         (a failure leaves `failure` set and the eager step in place)."""
         t0 = time.perf_counter()
-        dev, m = self.device, self.cfg.mel_dim
+        dev, m = self.device, self.config.mel_dim
         with torch.inference_mode():
             cache = self.prepare(torch.zeros(batch, frames, m, device=dev), torch.zeros(batch, frames, dtype=torch.long,
                                  device=dev), torch.zeros(batch, COND_DIM, device=dev))

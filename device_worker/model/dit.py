@@ -139,11 +139,11 @@ class ConvNeXtV2Block(nn.Module):
 class TextEmbedding(nn.Module):
     """Frame-aligned lyric ids [b, n] -> features [b, n, t] (embedding + position table + ConvNeXt)."""
 
-    def __init__(self, cfg: DiTConfig):
+    def __init__(self, config: DiTConfig):
         super().__init__()
-        self.text_embed = nn.Embedding(cfg.text_num_embeds + 1, cfg.text_dim)  # row 0 = filler
+        self.text_embed = nn.Embedding(config.text_num_embeds + 1, config.text_dim)  # row 0 = filler
         self.text_blocks = nn.Sequential(
-            *[ConvNeXtV2Block(cfg.text_dim, 2 * cfg.text_dim) for _ in range(cfg.conv_layers)]
+            *[ConvNeXtV2Block(config.text_dim, 2 * config.text_dim) for _ in range(config.conv_layers)]
         )
 
     def forward(self, text: torch.Tensor, pos_table: torch.Tensor | None) -> torch.Tensor:
@@ -169,10 +169,10 @@ class ConvPositionEmbedding(nn.Module):
 class InputEmbedding(nn.Module):
     """Linear over concat(x, cond, text, style, c), then a grouped-conv position embedding (Mish)."""
 
-    def __init__(self, cfg: DiTConfig):
+    def __init__(self, config: DiTConfig):
         super().__init__()
-        self.proj = Linear(2 * cfg.mel_dim + cfg.text_dim + 2 * COND_DIM, cfg.dim)
-        self.conv_pos_embed = ConvPositionEmbedding(cfg.dim)
+        self.proj = Linear(2 * config.mel_dim + config.text_dim + 2 * COND_DIM, config.dim)
+        self.conv_pos_embed = ConvPositionEmbedding(config.dim)
 
     def forward(self, x: torch.Tensor, static: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         # x: (b, n, m); static: (b, n, m + t + c) = cond | text | style; c: (b, c)
@@ -218,11 +218,11 @@ def fuse_on_load(module: nn.Module, fused: str, parts: tuple[str, ...]) -> None:
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: DiTConfig):
+    def __init__(self, config: DiTConfig):
         super().__init__()
-        self.n_head, self.head_dim, self.causal = cfg.n_head, cfg.head_dim, cfg.causal
-        self.qkv_proj = Linear(cfg.dim, 3 * cfg.dim, bias=False)  # checkpoints: q_proj | k_proj | v_proj
-        self.o_proj = Linear(cfg.dim, cfg.dim, bias=False)
+        self.n_head, self.head_dim, self.causal = config.n_head, config.head_dim, config.causal
+        self.qkv_proj = Linear(config.dim, 3 * config.dim, bias=False)  # checkpoints: q_proj | k_proj | v_proj
+        self.o_proj = Linear(config.dim, config.dim, bias=False)
         fuse_on_load(self, "qkv_proj", ("q_proj", "k_proj", "v_proj"))
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -238,11 +238,11 @@ class Attention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    def __init__(self, cfg: DiTConfig):
+    def __init__(self, config: DiTConfig):
         super().__init__()
-        hidden = cfg.dim * cfg.ff_mult
-        self.gate_up_proj = Linear(cfg.dim, 2 * hidden, bias=False)  # checkpoints: gate_proj | up_proj
-        self.down_proj = Linear(hidden, cfg.dim, bias=False)
+        hidden = config.dim * config.ff_mult
+        self.gate_up_proj = Linear(config.dim, 2 * hidden, bias=False)  # checkpoints: gate_proj | up_proj
+        self.down_proj = Linear(hidden, config.dim, bias=False)
         fuse_on_load(self, "gate_up_proj", ("gate_proj", "up_proj"))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -251,12 +251,12 @@ class FeedForward(nn.Module):
 
 
 class TransformerBlock(nn.Module):
-    def __init__(self, cfg: DiTConfig):
+    def __init__(self, config: DiTConfig):
         super().__init__()
-        self.input_layernorm = RMSNorm(cfg.dim)
-        self.self_attn = Attention(cfg)
-        self.post_attention_layernorm = RMSNorm(cfg.dim)
-        self.mlp = FeedForward(cfg)
+        self.input_layernorm = RMSNorm(config.dim)
+        self.self_attn = Attention(config)
+        self.post_attention_layernorm = RMSNorm(config.dim)
+        self.mlp = FeedForward(config)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         # x keeps its dtype (fp32 when the residual is upcast): half outputs add into it
@@ -306,23 +306,23 @@ def drop_inputs(cond: torch.Tensor, text: torch.Tensor, style: torch.Tensor, dro
 
 
 class DiT(nn.Module):
-    def __init__(self, cfg: DiTConfig, *, exact_buffers: bool = False, upcast_residual: bool = False):
+    def __init__(self, config: DiTConfig, *, exact_buffers: bool = False, upcast_residual: bool = False):
         super().__init__()
-        self.cfg = cfg
+        self.config = config
         self.exact_buffers = exact_buffers  # False: fp16-rounded tables, like upstream's model.half()
         self.upcast_residual = upcast_residual  # see the module docstring; load_dit(half_mode="mixed")
         self.time_embed = TimestepEmbedding()
         self.start_time_embed = TimestepEmbedding()
-        if cfg.duration_embed:
+        if config.duration_embed:
             self.duration_time_embed = TimestepEmbedding()
-        self.text_embed = TextEmbedding(cfg)
-        self.input_embed = InputEmbedding(cfg)
-        self.transformer_blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.depth)])
+        self.text_embed = TextEmbedding(config)
+        self.input_embed = InputEmbedding(config)
+        self.transformer_blocks = nn.ModuleList([TransformerBlock(config) for _ in range(config.depth)])
         self.text_fusion_linears = nn.ModuleList(
-            [nn.Sequential(Linear(COND_DIM, cfg.dim), nn.SiLU()) for _ in range(cfg.depth // 2)]
+            [nn.Sequential(Linear(COND_DIM, config.dim), nn.SiLU()) for _ in range(config.depth // 2)]
         )
-        self.norm_out = AdaLayerNormFinal(cfg.dim)
-        self.proj_out = Linear(cfg.dim, cfg.mel_dim)
+        self.norm_out = AdaLayerNormFinal(config.dim)
+        self.proj_out = Linear(config.dim, config.mel_dim)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -360,16 +360,16 @@ class DiT(nn.Module):
             start_time = 0.0
         start = self.start_time_embed(self._scalar(start_time, b, device))
         dur = None
-        if self.cfg.duration_embed:
+        if self.config.duration_embed:
             if duration is None:  # upstream's value for a song of n frames
-                duration = fp16_value(n / self.cfg.max_frames)
+                duration = fp16_value(n / self.config.max_frames)
             dur = self.duration_time_embed(self._scalar(duration, b, device))
-        pos = text_position_table(self.cfg.text_dim, n, self.cfg.text_max_pos, self.exact_buffers, device)
+        pos = text_position_table(self.config.text_dim, n, self.config.text_max_pos, self.exact_buffers, device)
         text_e = self.text_embed(text, pos)  # (b, n, t)
         fusion = [layer(text_e) for layer in self.text_fusion_linears]
         style = style_prompt.to(dt).unsqueeze(1).expand(-1, n, -1)  # (b, n, c)
         static = torch.cat((cond.to(dt), text_e, style), dim=-1)
-        inv_freq = rope_inv_freq(self.cfg.head_dim, self.exact_buffers, device)
+        inv_freq = rope_inv_freq(self.config.head_dim, self.exact_buffers, device)
         angles = torch.arange(n, device=device).float()[:, None] * inv_freq[None, :]  # (n, k/2)
         emb = torch.cat((angles, angles), dim=-1)[None, None]  # (1, 1, n, k)
         rot = torch.float32 if self.upcast_residual else dt  # upstream: cos/sin computed fp32, cast to x

@@ -52,7 +52,7 @@ class Backbone(Protocol):
     ones) and returns an opaque cache; `forward_prepared` is one velocity call on it; `release` frees what
     the cache holds on a device, once the last step ran or when a song is dropped mid-way."""
 
-    cfg: Any  # .mel_dim, .max_frames, .duration_embed (DiTConfig or the worker's description of it)
+    config: Any  # .mel_dim, .max_frames, .duration_embed (DiTConfig or the worker's description of it)
 
     @property
     def device(self) -> torch.device:
@@ -149,7 +149,7 @@ def start_song(
 ) -> SongState:
     """Everything before the first Euler step: noise, masks, time grid and the prepared DiT inputs."""
     device, sd = dit.device, dit.state_dtype
-    n, m = int(duration), dit.cfg.mel_dim
+    n, m = int(duration), dit.config.mel_dim
     steps, seed, sway = params.steps, params.seed, params.sway
     if text.ndim != 2 or text.shape[1] != n:
         raise ValueError(f"text must be (batch, {n}) lyric ids (one per frame), got {tuple(text.shape)}")
@@ -188,8 +188,8 @@ def start_song(
     # upstream builds start_time / song_duration as fp16 tensors: round the values the same way
     start = torch.full((b,), fp16_value(params.start_time), device=device, dtype=sd)
     dur = None
-    if dit.cfg.duration_embed:
-        song_duration = n / dit.cfg.max_frames if params.song_duration is None else params.song_duration
+    if dit.config.duration_embed:
+        song_duration = n / dit.config.max_frames if params.song_duration is None else params.song_duration
         dur = torch.full((b,), fp16_value(song_duration), device=device, dtype=sd)
 
     if is_guided(params.cfg):  # one batch of 2b: conditional items, then the unconditional ones (upstream's drop flags)

@@ -110,20 +110,20 @@ class DecoderBlock(nn.Module):
         return self.layers(x)
 
 
-def _widths(cfg: OobleckConfig) -> list[int]:
+def _widths(config: OobleckConfig) -> list[int]:
     # stable-audio-tools prepends a 1 to c_mults: the stem conv works at `channels`.
-    return [cfg.channels * m for m in (1, *cfg.c_mults)]
+    return [config.channels * m for m in (1, *config.c_mults)]
 
 
 class OobleckEncoder(nn.Module):
-    def __init__(self, cfg: OobleckConfig):
+    def __init__(self, config: OobleckConfig):
         super().__init__()
-        w = _widths(cfg)
+        w = _widths(config)
         self.layers = nn.Sequential(
-            nn.Conv1d(cfg.io_channels, w[0], 7, padding=3),
-            *[EncoderBlock(w[i], w[i + 1], s) for i, s in enumerate(cfg.strides)],
+            nn.Conv1d(config.io_channels, w[0], 7, padding=3),
+            *[EncoderBlock(w[i], w[i + 1], s) for i, s in enumerate(config.strides)],
             SnakeBeta(w[-1]),
-            nn.Conv1d(w[-1], cfg.encoder_latent_dim, 3, padding=1),
+            nn.Conv1d(w[-1], config.encoder_latent_dim, 3, padding=1),
         )
 
     def forward(self, audio: torch.Tensor) -> torch.Tensor:  # [B, 2, n] -> [B, 128, n / hop]
@@ -131,15 +131,15 @@ class OobleckEncoder(nn.Module):
 
 
 class OobleckDecoder(nn.Module):
-    def __init__(self, cfg: OobleckConfig):
+    def __init__(self, config: OobleckConfig):
         super().__init__()
-        w = _widths(cfg)
-        n = len(cfg.strides)
+        w = _widths(config)
+        n = len(config.strides)
         self.layers = nn.Sequential(
-            nn.Conv1d(cfg.decoder_latent_dim, w[-1], 7, padding=3),
-            *[DecoderBlock(w[i + 1], w[i], cfg.strides[i]) for i in reversed(range(n))],
+            nn.Conv1d(config.decoder_latent_dim, w[-1], 7, padding=3),
+            *[DecoderBlock(w[i + 1], w[i], config.strides[i]) for i in reversed(range(n))],
             SnakeBeta(w[0]),
-            nn.Conv1d(w[0], cfg.io_channels, 7, padding=3, bias=False),  # no bias, no tanh (final_tanh=False)
+            nn.Conv1d(w[0], config.io_channels, 7, padding=3, bias=False),  # no bias, no tanh (final_tanh=False)
         )
 
     def forward(self, latent: torch.Tensor) -> torch.Tensor:  # [B, 64, T] -> [B, 2, T * hop]
@@ -149,12 +149,12 @@ class OobleckDecoder(nn.Module):
 class OobleckVAE(nn.Module):
     """Encoder + decoder with DiffRhythm's calling conventions (channels-first latents)."""
 
-    def __init__(self, cfg: OobleckConfig):
+    def __init__(self, config: OobleckConfig):
         super().__init__()
-        self.cfg = cfg
-        self.hop = cfg.hop
-        self.encoder = OobleckEncoder(cfg)
-        self.decoder = OobleckDecoder(cfg)
+        self.config = config
+        self.hop = config.hop
+        self.encoder = OobleckEncoder(config)
+        self.decoder = OobleckDecoder(config)
 
     @property
     def device(self) -> torch.device:
@@ -165,7 +165,7 @@ class OobleckVAE(nn.Module):
         return self.decoder.layers[0].weight.dtype
 
     def _check_latent(self, latent: torch.Tensor) -> None:
-        want = self.cfg.decoder_latent_dim
+        want = self.config.decoder_latent_dim
         if latent.ndim != 3 or latent.shape[1] != want or latent.shape[2] == 0:
             hint = (
                 " (channels-last? pass latent.transpose(1, 2))"
@@ -222,9 +222,9 @@ class OobleckVAE(nn.Module):
         crashes there); longer audio in windows like upstream's edit-mode chunked encode (128-frame
         windows, 32-frame overlap, hard splice), so memory stays bounded. `window=None`: one call.
         """
-        if audio.ndim != 3 or audio.shape[1] != self.cfg.io_channels or audio.shape[2] == 0:
+        if audio.ndim != 3 or audio.shape[1] != self.config.io_channels or audio.shape[2] == 0:
             raise ValueError(
-                f"encode takes [B, {self.cfg.io_channels}, n] audio with n > 0, got {tuple(audio.shape)}"
+                f"encode takes [B, {self.config.io_channels}, n] audio with n > 0, got {tuple(audio.shape)}"
             )
         hop = self.hop
         n_frames = -(-audio.shape[2] // hop)
@@ -232,7 +232,7 @@ class OobleckVAE(nn.Module):
         if window is None:  # one call over everything
             window, overlap = n_frames, 0
         with torch.inference_mode():
-            out = torch.empty(audio.shape[0], self.cfg.encoder_latent_dim, n_frames, device=self.device)
+            out = torch.empty(audio.shape[0], self.config.encoder_latent_dim, n_frames, device=self.device)
             for w in plan_windows(n_frames, window, overlap):
                 chunk = audio[:, :, w.start * hop : (w.start + w.length) * hop].to(self.device, self.dtype)
                 if pad and w.start + w.length == n_frames:
@@ -263,9 +263,9 @@ def vae_from_state_dict(
 ) -> OobleckVAE:
     """Build the VAE that a state dict describes (any accepted layout, see `vae_checkpoint`), strictly."""
     sd = canonical_state_dict(state_dict)
-    cfg = infer_config(sd)
+    config = infer_config(sd)
     with torch.device("meta"):
-        model = OobleckVAE(cfg)
+        model = OobleckVAE(config)
     check_against(model.state_dict(), sd)
     model.load_state_dict(sd, strict=True, assign=True)
     return model.to(device=device, dtype=dtype).eval().requires_grad_(False)

@@ -54,9 +54,9 @@ def test_folder_file_and_safetensors_load_the_same(tiny_dit_full: Path, tmp_path
     from safetensors.torch import save_file
 
     folder = load_dit(tiny_dit_full)
-    assert folder.cfg.max_frames == 6144 and folder.cfg.duration_embed and folder.cfg.conv_layers == 1
+    assert folder.config.max_frames == 6144 and folder.config.duration_embed and folder.config.conv_layers == 1
     bare = load_dit(tiny_dit_full / "cfm_model.pt")  # no config: inferred from the shapes
-    assert bare.cfg == folder.cfg and same_weights(bare, folder)
+    assert bare.config == folder.config and same_weights(bare, folder)
     save_file(release_state(tiny_dit_full), str(tmp_path / "cfm_model.safetensors"))
     st = load_dit(tmp_path / "cfm_model.safetensors", tiny_dit_full / "config.json")
     assert same_weights(st, folder)
@@ -66,7 +66,7 @@ def test_config_dict_without_max_frames_infers_it(tiny_dit_base: Path, tiny_dit_
     for folder, frames in ((tiny_dit_base, 2048), (tiny_dit_full, 6144)):
         cfg = json.loads((folder / "config.json").read_text())
         cfg.pop("max_frames")
-        assert load_dit(folder / "cfm_model.pt", cfg).cfg.max_frames == frames
+        assert load_dit(folder / "cfm_model.pt", cfg).config.max_frames == frames
 
 
 def test_dtype_and_upcast_flags(tiny_dit_base: Path) -> None:

@@ -60,7 +60,7 @@ def test_fused_projections_load_and_write_upstreams_names_and_hold_no_extra_weig
     file = read_state_dict(next(path.glob("cfm_model.*")))
     attn, mlp = dit.transformer_blocks[0].self_attn, dit.transformer_blocks[0].mlp
     assert not hasattr(attn, "q_proj") and not hasattr(mlp, "gate_proj")
-    d = dit.cfg.dim
+    d = dit.config.dim
     assert torch.equal(attn.qkv_proj.weight[d: 2 * d], file["transformer_blocks.0.self_attn.k_proj.weight"].float())
     assert torch.equal(mlp.gate_up_proj.weight[: mlp.down_proj.in_features],
                        file["transformer_blocks.0.mlp.gate_proj.weight"].float())

@@ -154,7 +154,7 @@ class CountingBackbone:
     """The tiny DiT behind the Backbone protocol, counting what the sampler asks of it."""
 
     def __init__(self, dit) -> None:
-        self.dit, self.cfg, self.device, self.state_dtype = dit, dit.cfg, dit.device, dit.state_dtype
+        self.dit, self.config, self.device, self.state_dtype = dit, dit.config, dit.device, dit.state_dtype
         self.prepared, self.released = [], []
 
     def prepare(self, *args):

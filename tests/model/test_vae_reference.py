@@ -23,7 +23,7 @@ def vae(tiny_vae: Path) -> OobleckVAE:
 
 
 def test_config_read_off_the_tiny_file(vae: OobleckVAE) -> None:
-    cfg = vae.cfg
+    cfg = vae.config
     assert (cfg.channels, cfg.c_mults, cfg.strides) == (4, (1, 2, 4, 8, 16), (2, 4, 4, 8, 8))
     assert (cfg.encoder_latent_dim, cfg.decoder_latent_dim, cfg.hop) == (128, 64, 2048)
     assert sum(p.numel() for p in vae.parameters()) == 207_216  # README: n_params

@@ -31,7 +31,7 @@ from device_worker.model.vae import load_vae
 
 def _round_trip(dit) -> None:
     sd = dit.state_dict()
-    back = unconvert_dit(convert_dit(sd, dit.cfg), dit.cfg)
+    back = unconvert_dit(convert_dit(sd, dit.config), dit.config)
     assert back, "nothing converted"
     for k, v in back.items():
         assert torch.equal(v, sd[k].float()), k  # bit for bit
@@ -116,7 +116,7 @@ def test_cache_misses_then_hits_and_is_keyed_by_ttnn_version_and_dtype(tmp_path:
 
     def convert():
         calls.append(1)
-        return convert_dit(dit.state_dict(), dit.cfg)
+        return convert_dit(dit.state_dict(), dit.config)
 
     cache = WeightCache(tmp_path)
     w1, hit1 = cache.load_or_convert("dit", "model-a", "0.81.1", "bfloat16", convert, keep_fp32=("in.wc",))
@@ -125,7 +125,7 @@ def test_cache_misses_then_hits_and_is_keyed_by_ttnn_version_and_dtype(tmp_path:
     assert w1.keys() == w2.keys() and all(torch.equal(w1[k], w2[k]) for k in w1)
     assert w2["layers.0.wqkv"].dtype == torch.bfloat16
     assert w2["layers.0.ln1"].dtype == torch.float32 and w2["in.wc"].dtype == torch.float32  # rows stay fp32
-    full = convert_dit(dit.state_dict(), dit.cfg)
+    full = convert_dit(dit.state_dict(), dit.config)
     assert torch.equal(w2["layers.0.wqkv"], full["layers.0.wqkv"].to(torch.bfloat16))
     _, hit3 = cache.load_or_convert("dit", "model-a", "0.82.0", "bfloat16", convert)
     _, hit4 = cache.load_or_convert("dit", "model-a", "0.81.1", "float32", convert)

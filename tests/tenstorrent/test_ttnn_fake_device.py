@@ -24,7 +24,7 @@ from device_worker.model.vae import load_vae
 @pytest.fixture(scope="module")
 def card_dit():
     dit = random_dit(11, **CARD_CFG)
-    return dit, convert_dit(dit.state_dict(), dit.cfg)
+    return dit, convert_dit(dit.state_dict(), dit.config)
 
 
 def open_dev(fake, **kw):
@@ -42,7 +42,7 @@ def test_dit_equals_the_reference_and_the_core(fake_ttnn, card_dit) -> None:  # 
     ref = DeviceShapedDiT(dit, w)
     ref_taps: list[torch.Tensor] = []
     want = ref.forward(x, 0.42, ref.prepare(cond, text, style), taps=ref_taps)
-    assert len(taps) == len(ref_taps) == dit.cfg.depth  # the per-block taps the hardware test compares
+    assert len(taps) == len(ref_taps) == dit.config.depth  # the per-block taps the hardware test compares
     for a, b in zip(taps, ref_taps, strict=True):
         assert (a[:, :200] - b).abs().max().item() <= 1e-5 * b.abs().max().item()
     assert got.shape == (2, 200, 64) and got.dtype == torch.float32
@@ -110,7 +110,7 @@ def test_head_width_must_fill_a_tile(fake_ttnn) -> None:  # noqa: F811
 
     dit = random_dit(0, dim=128)
     with pytest.raises(ValueError, match="multiple of 32"):
-        TtDiT(open_dev(fake_ttnn), dit, convert_dit(dit.state_dict(), dit.cfg), DRPrecision())
+        TtDiT(open_dev(fake_ttnn), dit, convert_dit(dit.state_dict(), dit.config), DRPrecision())
 
 
 def test_bfp8_weights_quantise_matmul_inputs_and_run(fake_ttnn, card_dit) -> None:  # noqa: F811

@@ -142,7 +142,7 @@ def test_trace_on_and_off_give_the_same_velocities(backend, cpu_dit) -> None:
     want = [eager.forward(x * (k + 1), 0.1 * k, eager.prepare(cond, text, style)) for k in range(3)]
     from device_worker.backends.ttnn.convert import convert_dit
 
-    traced = TtDiT(backend.card.dev, cpu_dit, convert_dit(cpu_dit.state_dict(), cpu_dit.cfg),
+    traced = TtDiT(backend.card.dev, cpu_dit, convert_dit(cpu_dit.state_dict(), cpu_dit.config),
                    replace(backend.prec, trace=True))
     traced.tracer.capture([(2304, 2)])
     song = traced.prepare(cond, text, style)

@@ -104,7 +104,7 @@ def test_taps_give_one_residual_per_block() -> None:
     ref = DeviceShapedDiT(dit)
     taps: list[torch.Tensor] = []
     ref.forward(x, 0.1, ref.prepare(cond, text, style), taps=taps)
-    assert len(taps) == 3 and taps[0].shape == (1, 40, dit.cfg.dim)
+    assert len(taps) == 3 and taps[0].shape == (1, 40, dit.config.dim)
 
 
 def test_device_shaped_vae_equals_the_core_decoder(tiny_vae: Path) -> None:

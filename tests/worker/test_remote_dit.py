@@ -59,8 +59,8 @@ class InProcessWorker:
 
         self.backend = make_backend("torch", "cpu")
         self.backend.dit = dit
-        self.ready = SimpleNamespace(info={"dit.mel_dim": "64", "dit.max_frames": str(dit.cfg.max_frames),
-                                           "dit.duration_embed": str(int(dit.cfg.duration_embed)),
+        self.ready = SimpleNamespace(info={"dit.mel_dim": "64", "dit.max_frames": str(dit.config.max_frames),
+                                           "dit.duration_embed": str(int(dit.config.duration_embed)),
                                            "dit.dtype": "float32", "dit.state_dtype": "float32"})
         self.calls = 0
 
@@ -85,7 +85,7 @@ def test_remote_dit_is_a_backbone_and_a_torch_module(tiny_dit_full: Path) -> Non
     assert isinstance(remote, Backbone) and isinstance(dit, Backbone)
     assert isinstance(remote, torch.nn.Module)
     assert remote.device == torch.device("cpu") and remote.state_dtype == torch.float32
-    assert (remote.cfg.mel_dim, remote.cfg.max_frames, remote.cfg.duration_embed) == (64, 6144, True)
+    assert (remote.config.mel_dim, remote.config.max_frames, remote.config.duration_embed) == (64, 6144, True)
     holder = torch.nn.Module()
     holder.transformer = dit
     holder.transformer = remote  # what upstream code does with `cfm.transformer`: a module may replace a module

@@ -79,7 +79,7 @@ class TtnnBackend(SamplerBackend):
         core = load_dit(dit, dtype=torch.float32)  # host modules stay exact fp32 (lyrics, time MLPs, rows)
         cache = WeightCache(self.settings.root / "weights")
         weights, hit = cache.load_or_convert("dit", model_id(dit), ttnn_version(), self.prec.weight_dtype,
-                                             lambda: convert_dit(core.state_dict(), core.cfg), keep_fp32=HOST_KEYS)
+                                             lambda: convert_dit(core.state_dict(), core.config), keep_fp32=HOST_KEYS)
         logger.info("[ttnn] dit weights cache=%s", "hit" if hit else "miss")
         for name in ("transformer_blocks", "text_fusion_linears"):  # now on the card: drop the host copies
             setattr(core, name, torch.nn.ModuleList())
@@ -106,7 +106,7 @@ class TtnnBackend(SamplerBackend):
         return self.model_ids
 
     def _buckets(self) -> list[int]:
-        return song_buckets() if self.core.cfg.max_frames > 2048 else base_buckets()
+        return song_buckets() if self.core.config.max_frames > 2048 else base_buckets()
 
     def warm(self, shape: WarmShape) -> float:
         """Compile one shape (a DiT bucket with its guidance rows, or a VAE window); returns seconds."""
@@ -191,9 +191,9 @@ class TtnnBackend(SamplerBackend):
             g = self.card.dev.compute_with_storage_grid_size()
             out["grid"] = f"{g.x}x{g.y}"
         if self.core is not None:
-            cfg = self.core.cfg
-            out.update({"dit.mel_dim": str(cfg.mel_dim), "dit.max_frames": str(cfg.max_frames),
-                        "dit.duration_embed": str(int(bool(cfg.duration_embed))), "dit.dtype": "float32",
+            config = self.core.config
+            out.update({"dit.mel_dim": str(config.mel_dim), "dit.max_frames": str(config.max_frames),
+                        "dit.duration_embed": str(int(bool(config.duration_embed))), "dit.dtype": "float32",
                         "dit.state_dtype": "float32"})
         return out
 

@@ -87,9 +87,9 @@ def conv_group_fold(u: torch.Tensor, kernel: int = CONV_KERNEL) -> torch.Tensor:
 # ---- DiT ---------------------------------------------------------------------------------------------------
 
 
-def convert_dit(sd: dict[str, torch.Tensor], cfg: DiTConfig) -> dict[str, torch.Tensor]:
+def convert_dit(sd: dict[str, torch.Tensor], config: DiTConfig) -> dict[str, torch.Tensor]:
     """Release state dict (no `transformer.` prefix) -> device layout, float32, contiguous."""
-    d, m, t, kd = cfg.dim, cfg.mel_dim, cfg.text_dim, cfg.head_dim
+    d, m, t, kd = config.dim, config.mel_dim, config.text_dim, config.head_dim
     f = lambda k: sd[k].float()  # noqa: E731
     out: dict[str, torch.Tensor] = {}
     proj = f("input_embed.proj.weight")  # [d, m + m + t + c + c]
@@ -100,7 +100,7 @@ def convert_dit(sd: dict[str, torch.Tensor], cfg: DiTConfig) -> dict[str, torch.
     for i, idx in enumerate((0, 2)):
         out[f"conv.{i}.w"] = conv_group_unfold(f(f"input_embed.conv_pos_embed.conv1d.{idx}.weight"))
         out[f"conv.{i}.b"] = f(f"input_embed.conv_pos_embed.conv1d.{idx}.bias")
-    for i in range(cfg.depth):
+    for i in range(config.depth):
         p = f"transformer_blocks.{i}."
         q = permute_head_rows(f(p + "self_attn.q_proj.weight"), kd)
         k = permute_head_rows(f(p + "self_attn.k_proj.weight"), kd)
@@ -110,7 +110,7 @@ def convert_dit(sd: dict[str, torch.Tensor], cfg: DiTConfig) -> dict[str, torch.
         out[f"layers.{i}.w_down"] = f(p + "mlp.down_proj.weight").t()
         out[f"layers.{i}.ln1"] = f(p + "input_layernorm.weight")
         out[f"layers.{i}.ln2"] = f(p + "post_attention_layernorm.weight")
-    for i in range(cfg.depth // 2):
+    for i in range(config.depth // 2):
         out[f"fusion.{i}.w"] = f(f"text_fusion_linears.{i}.0.weight").t()  # [t, d]
         out[f"fusion.{i}.b"] = f(f"text_fusion_linears.{i}.0.bias")
     out["out.w"] = f("proj_out.weight").t()  # [d, m]
@@ -119,16 +119,16 @@ def convert_dit(sd: dict[str, torch.Tensor], cfg: DiTConfig) -> dict[str, torch.
     return {k: v.contiguous() for k, v in out.items()}
 
 
-def unconvert_dit(dev: dict[str, torch.Tensor], cfg: DiTConfig) -> dict[str, torch.Tensor]:
+def unconvert_dit(dev: dict[str, torch.Tensor], config: DiTConfig) -> dict[str, torch.Tensor]:
     """The inverse of `convert_dit` for every key it reads (round trips are tested bit for bit)."""
-    kd, d = cfg.head_dim, cfg.dim
+    kd, d = config.head_dim, config.dim
     sd: dict[str, torch.Tensor] = {}
     sd["input_embed.proj.weight"] = torch.cat([dev[f"in.{n}"].t() for n in ("wx", "wcond", "wtext", "wstyle", "wc")], 1)
     sd["input_embed.proj.bias"] = dev["in.b"]
     for i, idx in enumerate((0, 2)):
         sd[f"input_embed.conv_pos_embed.conv1d.{idx}.weight"] = conv_group_fold(dev[f"conv.{i}.w"])
         sd[f"input_embed.conv_pos_embed.conv1d.{idx}.bias"] = dev[f"conv.{i}.b"]
-    for i in range(cfg.depth):
+    for i in range(config.depth):
         p = f"transformer_blocks.{i}."
         q, k, v = dev[f"layers.{i}.wqkv"].t().split(d)
         sd[p + "self_attn.q_proj.weight"] = permute_head_rows(q, kd, inverse=True)
@@ -140,7 +140,7 @@ def unconvert_dit(dev: dict[str, torch.Tensor], cfg: DiTConfig) -> dict[str, tor
         sd[p + "mlp.down_proj.weight"] = dev[f"layers.{i}.w_down"].t()
         sd[p + "input_layernorm.weight"] = dev[f"layers.{i}.ln1"]
         sd[p + "post_attention_layernorm.weight"] = dev[f"layers.{i}.ln2"]
-    for i in range(cfg.depth // 2):
+    for i in range(config.depth // 2):
         sd[f"text_fusion_linears.{i}.0.weight"] = dev[f"fusion.{i}.w"].t()
         sd[f"text_fusion_linears.{i}.0.bias"] = dev[f"fusion.{i}.b"]
     sd["proj_out.weight"], sd["proj_out.bias"] = dev["out.w"].t(), dev["out.b"]

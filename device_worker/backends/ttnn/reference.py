@@ -41,7 +41,7 @@ def pad_rows(x: torch.Tensor, seq: int) -> torch.Tensor:
 def pair_rope_tables(dit: DiT, seq: int) -> tuple[torch.Tensor, torch.Tensor]:
     """cos/sin [1, 1, s, k] for adjacent-pair RoPE: column 2i and 2i + 1 both hold frequency i (the model
     core's frequencies, fp16-rounded unless exact_buffers, as upstream)."""
-    inv = rope_inv_freq(dit.cfg.head_dim, dit.exact_buffers)  # [k/2]
+    inv = rope_inv_freq(dit.config.head_dim, dit.exact_buffers)  # [k/2]
     angles = torch.arange(seq).float()[:, None] * inv[None, :]  # [s, k/2]
     emb = angles.repeat_interleave(2, dim=-1)[None, None]  # [1, 1, s, k]
     return emb.cos(), emb.sin()
@@ -108,8 +108,8 @@ class DeviceShapedDiT:
 
     def __init__(self, dit: DiT, weights: dict[str, torch.Tensor] | None = None, *,
                  weight_dtype: torch.dtype = torch.float32, act_bf16: bool = False) -> None:
-        self.dit, self.cfg = dit, dit.cfg
-        w = weights if weights is not None else convert_dit(dit.state_dict(), dit.cfg)
+        self.dit, self.config = dit, dit.config
+        w = weights if weights is not None else convert_dit(dit.state_dict(), dit.config)
         host = ("in.wstyle", "in.wc", "in.b")  # host rows stay float32 (DRPrecision.rows_fp32), and so do
         # vectors (norm weights, biases): only matrices are stored in weight_dtype (convert.WeightCache)
         keep = lambda k, v: k in host or v.ndim < 2 or weight_dtype == torch.float32  # noqa: E731
@@ -123,8 +123,8 @@ class DeviceShapedDiT:
     # ---- host side (shared with tt_dit) ------------------------------------------------------------------
     def text_features(self, text: torch.Tensor) -> torch.Tensor:
         """[b, n] ids -> [b, n, t] lyric features on the UNPADDED sequence (GRN statistics over time)."""
-        cfg = self.cfg
-        pos = text_position_table(cfg.text_dim, text.shape[1], cfg.text_max_pos, self.dit.exact_buffers)
+        config = self.config
+        pos = text_position_table(config.text_dim, text.shape[1], config.text_max_pos, self.dit.exact_buffers)
         return self.dit.text_embed(text, pos).float()
 
     def cond_embedding(self, time: torch.Tensor | float, song: RefSong) -> torch.Tensor:
@@ -138,9 +138,9 @@ class DeviceShapedDiT:
         """Start-time and duration embeddings [b, c] (duration None for models without it)."""
         dit, cpu = self.dit, torch.device("cpu")
         start = dit.start_time_embed(dit._scalar(0.0 if start_time is None else start_time, b, cpu))
-        if not self.cfg.duration_embed:
+        if not self.config.duration_embed:
             return start, None
-        duration = fp16_value(n / self.cfg.max_frames) if duration is None else duration
+        duration = fp16_value(n / self.config.max_frames) if duration is None else duration
         return start, dit.duration_time_embed(dit._scalar(duration, b, cpu))
 
     def call_rows(self, style: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -164,17 +164,17 @@ class DeviceShapedDiT:
         start, dur = self.song_rows(b, n, start_time, duration)
         te = self._a(pad_rows(self.text_features(text), s))  # [b, s, t]
         base = self._a(pad_rows(cond.float(), s)) @ w["in.wcond"] + te @ w["in.wtext"]  # [b, s, d]
-        fusion = [F.silu(te @ w[f"fusion.{i}.w"] + w[f"fusion.{i}.b"]) for i in range(self.cfg.depth // 2)]
+        fusion = [F.silu(te @ w[f"fusion.{i}.w"] + w[f"fusion.{i}.b"]) for i in range(self.config.depth // 2)]
         cos, sin = pair_rope_tables(dit, s)
         row_mask = (torch.arange(s) < n).float()[:, None]  # [s, 1]
-        attn = None if self.cfg.causal else window_mask(geo.windows, s)
+        attn = None if self.config.causal else window_mask(geo.windows, s)
         return RefSong(geo, base, fusion, start, dur, style.float(), cos, sin, row_mask, attn)
 
     # ---- per step ----------------------------------------------------------------------------------------
     def _attention(self, a: torch.Tensor, i: int, song: RefSong) -> torch.Tensor:
         b, s, d = a.shape
         qkv = self._a(a) @ self.w[f"layers.{i}.wqkv"]  # [b, s, 3d]
-        q, k, v = (t.view(b, s, self.cfg.n_head, -1).transpose(1, 2) for t in qkv.split(d, dim=-1))  # [b, h, s, k]
+        q, k, v = (t.view(b, s, self.config.n_head, -1).transpose(1, 2) for t in qkv.split(d, dim=-1))  # [b, h, s, k]
         q, k = rope_adjacent(q, song.cos, song.sin), rope_adjacent(k, song.cos, song.sin)
         if song.attn_mask is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -199,7 +199,7 @@ class DeviceShapedDiT:
         for i in range(2):  # zero the padding before each conv: upstream's sequence ends at n
             y = F.mish(conv_unfolded(self._a(y * song.row_mask), w[f"conv.{i}.w"], w[f"conv.{i}.b"]))
         h = h + y
-        for i in range(self.cfg.depth):
+        for i in range(self.config.depth):
             h = h + self._attention(self._rms(h, w[f"layers.{i}.ln1"]), i, song)
             m = self._a(self._rms(h, w[f"layers.{i}.ln2"]))
             h = h + self._a(swiglu_tiles(m @ w[f"layers.{i}.w_gateup"])) @ w[f"layers.{i}.w_down"]

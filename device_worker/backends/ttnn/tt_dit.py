@@ -77,11 +77,11 @@ class TtSong:
 class TtDiT:
     def __init__(self, dev: Any, dit: DiT, weights: dict[str, torch.Tensor], prec: DRPrecision,
                  cache: Path | None = None) -> None:
-        cfg = dit.cfg
-        if cfg.head_dim % 32:
+        config = dit.config
+        if config.head_dim % 32:
             raise ValueError(f"the ttnn DiT needs a head width that is a multiple of 32 (tiles); "
-                             f"dim {cfg.dim} / {cfg.n_head} heads = {cfg.head_dim}")
-        self.dev, self.cfg, self.prec = dev, cfg, prec
+                             f"dim {config.dim} / {config.n_head} heads = {config.head_dim}")
+        self.dev, self.config, self.prec = dev, config, prec
         self.host = DeviceShapedDiT(dit, {k: weights[k] for k in HOST_KEYS})
         self.dit = dit
         self.cf = Configs(dev, prec)
@@ -90,9 +90,9 @@ class TtDiT:
         up = lambda name, dt=bf: upload_weight(dev, weights[name].float(), dt, cache, name)  # noqa: E731
         self.wx, self.wcond, self.wtext = up("in.wx"), up("in.wcond"), up("in.wtext")
         self.fusion = [(up(f"fusion.{i}.w"), rows(dev, weights[f"fusion.{i}.b"], False))
-                       for i in range(cfg.depth // 2)]
+                       for i in range(config.depth // 2)]
         self.layers = []
-        for i in range(cfg.depth):
+        for i in range(config.depth):
             p = f"layers.{i}."
             self.layers.append({k: up(p + k, wd) for k in ("wqkv", "wo", "w_gateup", "w_down")}
                                | {k: rows(dev, weights[p + k], prec.rows_fp32) for k in ("ln1", "ln2")})
@@ -119,7 +119,7 @@ class TtDiT:
         """cond [b, n, m], text [b, n], style [b, c] (b = guidance rows) -> the job's device state."""
         b, n = text.shape
         geo = Geometry(n, seq) if seq is not None else Geometry.for_frames(n)
-        s, d = geo.seq, self.cfg.dim
+        s, d = geo.seq, self.config.dim
         start, dur = self.host.song_rows(b, n, start_time, duration)
         song = TtSong(geo, start, dur, style.float())
         te = upload(self.dev, pad_rows(self.host.text_features(text), s).reshape(b, 1, s, -1), ttnn.bfloat16)
@@ -137,7 +137,7 @@ class TtDiT:
         song.dev["cos"], song.dev["sin"] = upload(self.dev, cos, ttnn.bfloat16), upload(self.dev, sin, ttnn.bfloat16)
         mask = (torch.arange(s) < n).float()[None, None, :, None].expand(b, 1, s, d)  # [b, 1, s, d]
         song.dev["row_mask"] = upload(self.dev, mask, ttnn.bfloat16)
-        if not self.cfg.causal:
+        if not self.config.causal:
             if self.prec.windowed_attention:
                 song.dev["windows"] = upload(self.dev, torch.tensor(geo.windows, dtype=torch.int32), ttnn.int32,
                                              ttnn.ROW_MAJOR_LAYOUT)
@@ -237,19 +237,19 @@ class TtDiT:
 
     def _attention(self, a: Any, L: dict[str, Any], sd: dict[str, Any]) -> Any:
         b, _, s, d = a.shape
-        hd = self.cfg.head_dim
+        hd = self.config.head_dim
         qkv = self._mm(a, L["wqkv"])  # [b, 1, s, 3d]
-        q, k, v = ttnn.experimental.nlp_create_qkv_heads(qkv, num_heads=self.cfg.n_head, num_kv_heads=self.cfg.n_head,
+        q, k, v = ttnn.experimental.nlp_create_qkv_heads(qkv, num_heads=self.config.n_head, num_kv_heads=self.config.n_head,
                                                          transpose_k_heads=False, memory_config=MEM)
         free(qkv)
         roped = []
         for t in (q, k):  # prefill RoPE runs batch 1: fold the guidance rows into the heads
-            t1 = ttnn.reshape(t, [1, b * self.cfg.n_head, s, hd])
+            t1 = ttnn.reshape(t, [1, b * self.config.n_head, s, hd])
             r = ttnn.experimental.rotary_embedding_llama(t1, sd["cos"], sd["sin"], self.trans_mat,
                                                          is_decode_mode=False, compute_kernel_config=self.cf.norm)
-            roped.append(ttnn.reshape(r, [b, self.cfg.n_head, s, hd]))
+            roped.append(ttnn.reshape(r, [b, self.config.n_head, s, hd]))
             free(t)
-        kw: dict[str, Any] = {"is_causal": self.cfg.causal}
+        kw: dict[str, Any] = {"is_causal": self.config.causal}
         if "windows" in sd:
             kw["cu_window_seqlens"] = sd["windows"]
         elif "attn_mask" in sd:
@@ -340,7 +340,7 @@ class TtDiT:
             out = self.tracer.step(song, xs, in_row, gamma, shift)
         else:
             out = self.eager(song.dev, xs, in_row, gamma, shift)
-        return out.float().reshape(x.shape[0], song.geo.seq, -1)[:, : song.geo.frames, : self.cfg.mel_dim]
+        return out.float().reshape(x.shape[0], song.geo.seq, -1)[:, : song.geo.frames, : self.config.mel_dim]
 
     def eager(self, sd: dict[str, Any], xs: torch.Tensor, in_row: torch.Tensor, gamma: torch.Tensor,
               shift: torch.Tensor, taps: list[torch.Tensor] | None = None) -> torch.Tensor:
@@ -361,9 +361,9 @@ class TtDiT:
         n = seq - 1
         trace, self.prec = self.prec.trace, replace(self.prec, trace=False)
         try:
-            song = self.prepare(torch.zeros(batch, n, self.cfg.mel_dim), torch.zeros(batch, n, dtype=torch.long),
+            song = self.prepare(torch.zeros(batch, n, self.config.mel_dim), torch.zeros(batch, n, dtype=torch.long),
                                 torch.zeros(batch, 512), seq=seq)
-            self.forward(torch.zeros(batch, n, self.cfg.mel_dim), 0.0, song)
+            self.forward(torch.zeros(batch, n, self.config.mel_dim), 0.0, song)
             self.release(song)
         finally:
             self.prec = replace(self.prec, trace=trace)
@@ -387,7 +387,7 @@ class TtBackbone:
     state_dtype = torch.float32
 
     def __init__(self, dit: TtDiT) -> None:
-        self.dit, self.cfg = dit, dit.cfg
+        self.dit, self.config = dit, dit.config
 
     def prepare(self, cond: torch.Tensor, text: torch.Tensor, style_prompt: torch.Tensor,
                 start_time: torch.Tensor | None = None, duration: torch.Tensor | None = None) -> list[TtSong]:

@@ -40,7 +40,7 @@ class DiTTracer:
         import time
         from dataclasses import replace
 
-        tt, cfg = self.tt, self.tt.cfg
+        tt, config = self.tt, self.tt.config
         if self.traces:
             raise RuntimeError("traces are captured once, at start-up (allocations after a capture are unsafe)")
         for seq, batch in keys:
@@ -50,13 +50,13 @@ class DiTTracer:
         try:
             for seq, batch in keys:  # everything persistent first
                 n = seq - 1
-                song = tt.prepare(torch.zeros(batch, n, cfg.mel_dim), torch.zeros(batch, n, dtype=torch.long),
+                song = tt.prepare(torch.zeros(batch, n, config.mel_dim), torch.zeros(batch, n, dtype=torch.long),
                                   torch.zeros(batch, 512), seq=seq)
                 slots = dict(song.dev)  # the warm-up song's tensors become this bucket's song slots
                 fp = ttnn.float32 if tt.prec.rows_fp32 else ttnn.bfloat16
-                ins = [upload(tt.dev, torch.zeros(batch, 1, seq, cfg.mel_dim),
+                ins = [upload(tt.dev, torch.zeros(batch, 1, seq, config.mel_dim),
                               ttnn.float32 if tt.prec.x_fp32 else ttnn.bfloat16)]
-                ins += [upload(tt.dev, torch.zeros(batch, 1, 1, cfg.dim), fp) for _ in range(3)]
+                ins += [upload(tt.dev, torch.zeros(batch, 1, 1, config.dim), fp) for _ in range(3)]
                 plans.append((trace_key(Geometry(n, seq), batch), ins, slots))
         finally:
             tt.prec = replace(tt.prec, trace=trace_flag)
