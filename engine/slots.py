@@ -145,9 +145,9 @@ class Slots:
         """A started worker's configuration (device_worker.config.WorkerConfig's fields)."""
         config, spec, models = self.config, slot.spec, self.config.models
         return dict(dit=models.dit(variant), vae=models.vae, backend=spec.backend, device=spec.device,
-                    policy=config.policy, precision=spec.precision, compile=spec.compile, max_jobs=config.worker_max_jobs,
-                    threads=spec.threads, lock_dir=config.lock_dir, style=models.style,
-                    lyrics_model=models.lyrics if config.lyrics_check else None)
+                    policy=config.policy, precision=spec.precision, compile=spec.compile,
+                    max_jobs=config.worker_max_jobs, threads=spec.threads, lock_dir=config.lock_dir,
+                    style=models.style, lyrics_model=models.lyrics if config.lyrics_check else None)
 
     def _make_worker(self, slot: Slot, variant: str) -> Worker:
         common: dict[str, Any] = dict(heartbeat_s=self.config.heartbeat_s, dead_after_s=self.config.dead_after_s)
