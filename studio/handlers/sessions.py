@@ -133,6 +133,7 @@ class SessionHandlers(Section):
                                     "the records. *Copy into my sessions* to make your own takes from it.")
         for comp in p.editable:
             out[comp] = gr.update(visible=not read_only)
+        out[p.gen.generate] = gr.update(visible=not read_only, interactive=True)  # the browser holds its key now
         return out
 
     def share(self, session_id: str | None, owner: str | None, request: gr.Request) -> dict:

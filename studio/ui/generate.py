@@ -68,7 +68,9 @@ def build() -> GenerateUI:
             continue_from = gr.Number(label="Continue from (s)", value=30, minimum=0, maximum=285,
                                       elem_id="continue-from")
     with gr.Row(elem_id="gen-buttons"):  # kept in reach on a phone (studio.css)
-        generate = gr.Button("Generate", variant="primary", elem_id="generate", scale=3)
+        # Off until the page's first load hands this browser its key (sessions.on_load -> render): a click
+        # before it, on a loaded machine, was answered "this page has no key yet: reload it".
+        generate = gr.Button("Generate", variant="primary", elem_id="generate", scale=3, interactive=False)
         cancel = gr.Button("Cancel", variant="stop", elem_id="cancel", scale=1)
     message = gr.Markdown(elem_id="gen-message")
     progress = gr.HTML(elem_id="progress")

@@ -139,6 +139,39 @@ def test_without_weights_the_page_says_what_is_missing_and_downloads_with_progre
                 browser.close()
 
 
+def test_generate_waits_for_the_browsers_key_instead_of_refusing(studio_url, monkeypatch) -> None:
+    """A newcomer on a loaded machine typed and pressed Generate before the page's first load had handed the
+    browser its key: the page answered "no key yet: reload it" and made nothing. Generate stays off until
+    the key is there, then makes the take."""
+    import time
+
+    from playwright.sync_api import sync_playwright
+
+    url, svc, tmp = studio_url
+    new_token = svc.identity.new_token
+
+    def slow_new_token() -> str:  # the page's first load, on a machine busy with other work
+        time.sleep(3)
+        return new_token()
+
+    monkeypatch.setattr(svc.identity, "new_token", slow_new_token)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(url)
+            page.wait_for_selector("#lyrics textarea", timeout=30_000)
+            assert page.locator("#generate").is_disabled()  # the key is still on its way
+            page.locator("#lyrics textarea").fill(LYRICS)
+            page.locator("#style-text textarea, #style-text input").first.fill("slow ambient pads")
+            page.click("#generate")  # Playwright waits until the button can be pressed, as a musician would
+            page.wait_for_function("document.querySelector('#gen-message').innerText.includes('Submitted 1 take')",
+                                   timeout=30_000)
+            page.wait_for_function("document.querySelector('#takes').innerText.includes('done')", timeout=120_000)
+        finally:
+            browser.close()
+
+
 def test_refresh_cancel_take_actions_and_history(studio_url) -> None:
     """A refresh mid-song re-attaches to it; Cancel works; delete/undo, star, rename; reopen a session."""
     from playwright.sync_api import sync_playwright
