@@ -4,6 +4,7 @@ reopened session's takes after a reload. Long work never runs here."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,8 @@ from studio.page import Page
 from studio.services import Services
 from studio.store import ACTIVE_STATUSES
 
+logger = logging.getLogger(__name__)
+
 
 class GenerateHandlers(Section):
     def __init__(self, svc: Services, page: Page, takes: TakeHandlers, sessions: SessionHandlers) -> None:
@@ -26,21 +29,26 @@ class GenerateHandlers(Section):
 
     def generate(self, values: dict) -> Iterator[dict]:
         p, g = self.page, self.page.gen
+        # Each outcome is logged: a Generate that made nothing must say why in the studio's log too.
         if values.get(p.token):
+            logger.info("[generate] refused: a read-only shared view")
             yield {g.message: "This is a read-only shared session: copy it into your sessions to make takes."}
             return
         owner = self._owner(values.get(p.owner))
         if owner is None:
+            logger.info("[generate] refused: the page has no key")
             yield {g.message: "⚠ This page has no key yet: reload it, then Generate."}
             return
         own = self._own_session(values.get(p.session), values.get(p.owner))
         try:
             started = songs.start(self.svc, owner, own, p.read_form(values))
         except songs.SongRefused as exc:
+            logger.info("[generate] refused: %s: %s", exc.headline, "; ".join(map(str, exc.problems)))
             listed = "\n".join(f"- {pr}" for pr in exc.problems)
             yield {g.message: f"⚠ {exc.headline}:\n{listed}"}
             return
         session_id, takes = started.session.id, started.takes
+        logger.info("[generate] session=%s takes=%s", session_id, ",".join(t.id for t in takes))
         seeds = ", ".join(str(t.seed) for t in takes)
         first: dict[Any, Any] = {g.seed: seedbox.drawn(takes[0].seed)} if values.get(g.random_seed) and takes else {}
         yield {p.session: session_id, g.message: f"Submitted {len(takes)} take(s), seed(s) {seeds}.",

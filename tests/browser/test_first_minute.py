@@ -145,8 +145,14 @@ def test_a_newcomer_makes_a_song_in_the_browser_opened_before_the_model_is_ready
             page.wait_for_function("document.querySelector('#model-banner').innerText.includes('Running on')",
                                    timeout=SONG_LIMIT_S * 1000)
             ready_text = banner.inner_text()
-            page.wait_for_function("document.querySelector('#take-audio audio')?.duration > 2",
-                                   timeout=SONG_LIMIT_S * 1000)
+            try:
+                page.wait_for_function("document.querySelector('#take-audio audio')?.duration > 2",
+                                       timeout=SONG_LIMIT_S * 1000)
+            except sync_api.TimeoutError:  # say what the page said instead of a song
+                save_page(page, newcomer.tmp, "first-minute-no-take.png")
+                raise AssertionError(f"no take with audio in {SONG_LIMIT_S} s; the page says: "
+                                     f"{page.inner_text('#gen-message')!r} / {page.inner_text('#progress')!r}; "
+                                     f"the studio's log ends: {newcomer.read_log()[-1500:]}") from None
             took = time.monotonic() - t0
             print(f"Generate -> a take with audio in {took:.1f} s; status line: {ready_text!r}")
             save_page(page, newcomer.tmp, "first-minute-take.png")
