@@ -185,7 +185,7 @@ class WorkerCore:
         self._free(job)
         self.scheduler.remove(job)
         logger.info("[job] cancelled rid=%d stage=%s", job.rid, stage)
-        self.emit(job.peer, job.rid, P.Cancelled(stage), None)
+        self.emit(job.peer, job.rid, P.JobCancelled(stage), None)
 
     def _run_call(self, call: Call) -> None:
         msg: Message = call.msg

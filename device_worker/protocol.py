@@ -262,7 +262,9 @@ class Error(msgspec.Struct, **_OPTS):
     error: str  # "ExceptionName: message"
 
 
-class Cancelled(msgspec.Struct, **_OPTS):
+class JobCancelled(msgspec.Struct, **_OPTS):
+    """The job stopped on a CANCEL (named apart from the engine's `Cancelled` event, which ends a whole song)."""
+
     stage: str  # "queued", "steps" or "decode"
 
 
@@ -310,7 +312,7 @@ BODY: dict[Op, type[msgspec.Struct]] = {
     Op.STYLE: Style, Op.FORWARD: Forward, Op.DECODE: Decode, Op.STATS: Stats, Op.SHUTDOWN: Shutdown,
     Op.WELCOME: Welcome, Op.LOADING: Loading, Op.READY: Ready, Op.PONG: Pong, Op.ACCEPTED: Accepted,
     Op.STEP: StepDone, Op.LATENT: Latent, Op.WINDOW: WindowDone, Op.DONE: Done, Op.ERROR: Error,
-    Op.CANCELLED: Cancelled, Op.ENCODED: Encoded, Op.STYLE_EMB: StyleEmb, Op.VELOCITY: Velocity,
+    Op.CANCELLED: JobCancelled, Op.ENCODED: Encoded, Op.STYLE_EMB: StyleEmb, Op.VELOCITY: Velocity,
     Op.STATS_REPLY: StatsReply, Op.BYE: Bye, Op.TRANSCRIBE: Transcribe, Op.TRANSCRIPT: Transcript,
 }
 OP_OF: dict[type[msgspec.Struct], Op] = {cls: op for op, cls in BODY.items()}

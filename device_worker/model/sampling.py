@@ -79,7 +79,7 @@ class Backbone(Protocol):
 
 
 class SamplingStopped(Exception):
-    """The progress callback returned False (named apart from `engine.events.Cancelled` and `protocol.Cancelled`)."""
+    """The progress callback returned False (named apart from `engine.events.Cancelled` and `protocol.JobCancelled`)."""
 
 
 @dataclass
