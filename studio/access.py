@@ -172,8 +172,8 @@ def verify_file_url(store: Store, identity: Any, take_id: str, kind: str, key: s
     if grant != "o":
         if take.status != DONE:
             return None
-        live = [x for x in store.share_links(session.id) if not x.revoked]
-        if not any(_fingerprint(x.token) == grant[1:] for x in live):
+        links = [x for x in store.share_links(session.id) if not x.revoked]
+        if not any(_fingerprint(x.token) == grant[1:] for x in links):
             return None
     path = Path(take.files[kind])
     return path if path.is_file() else None

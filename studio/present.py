@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from studio.store import CANCELLED, DONE, FAILED, INTERRUPTED, QUEUED, RUNNING, TakeInfo
-from studio.takes import Live
+from studio.takes import LiveTake
 
 # Plain symbols (not emoji): they render with the fonts every system has, headless browsers included.
 STATUS_ICON = {QUEUED: "…", RUNNING: "▶", DONE: "✓", FAILED: "⚠", CANCELLED: "■", INTERRUPTED: "‖"}
@@ -44,7 +44,7 @@ def lyric_report_html(layout: Any) -> str:
             + "".join(rows) + f"</table>{notes}</div>")
 
 
-def progress_html(lives: dict[str, Live], labels: dict[str, str] | None = None) -> str:
+def progress_html(lives: dict[str, LiveTake], labels: dict[str, str] | None = None) -> str:
     """A bar per take with its phase and ETA (what the musician watches while a song is made)."""
     if not lives:
         return ""

@@ -48,7 +48,7 @@ class EngineLike(Protocol):
 
 
 @dataclass
-class Live:
+class LiveTake:
     """In-memory view of one take while it renders: the store holds the same minus the audio chunks."""
 
     take_id: str
@@ -82,7 +82,7 @@ class TakeRunner:
         self.engine = engine
         self.store = store
         self._lock = threading.Condition()
-        self._live: dict[str, Live] = {}
+        self._live: dict[str, LiveTake] = {}
         self._jobs: dict[str, Any] = {}  # take id -> engine job
         # True while the model loads (set by Services): waiting takes say so, with their place in line.
         self.model_loading: Callable[[], bool] = lambda: False
@@ -110,7 +110,7 @@ class TakeRunner:
             raise
         with self._lock:
             for i, t in enumerate(takes):
-                self._live[t.id] = Live(t.id, seed=t.seed)
+                self._live[t.id] = LiveTake(t.id, seed=t.seed)
                 self._jobs[t.id] = (job, i)
         if self.model_loading():
             for t in takes:
@@ -145,7 +145,7 @@ class TakeRunner:
             self._set_live(tid, status=INTERRUPTED, phase="interrupted: the studio stopped", eta_s=None)
         return [tid for tid, _ in active]
 
-    def live(self, take_id: str) -> Live | None:
+    def live(self, take_id: str) -> LiveTake | None:
         with self._lock:
             return self._live.get(take_id)
 
@@ -154,7 +154,7 @@ class TakeRunner:
             return sum(1 for lv in self._live.values() if lv.status in (QUEUED, RUNNING))
 
     # ------------------------------------------------------------------ following
-    def follow(self, take_ids: list[str], timeout_s: float = 1.0) -> Iterator[dict[str, Live]]:
+    def follow(self, take_ids: list[str], timeout_s: float = 1.0) -> Iterator[dict[str, LiveTake]]:
         """Yield a snapshot of the takes' live state whenever it changes (and at least every
         `timeout_s`), until none of them is queued or running any more in this process."""
         seen = -1
@@ -359,7 +359,7 @@ class TakeRunner:
 
     def _set_live(self, take_id: str, **changes: Any) -> None:
         with self._lock:
-            lv = self._live.setdefault(take_id, Live(take_id))
+            lv = self._live.setdefault(take_id, LiveTake(take_id))
             for k, v in changes.items():
                 setattr(lv, k, v)
             if changes.get("status") in FINAL_STATUSES:
