@@ -140,8 +140,8 @@ def test_eta_counts_the_decode_from_the_first_step() -> None:
 
 def test_a_shown_eta_glides_when_siblings_start_sharing_the_card() -> None:
     """Issue 26: ETAs jumped (28 s -> 63 s) when variations began to share the card. The raw estimate
-    still follows the measured pace; what is shown moves a third of the way per event and runs down with
-    the clock in between, so no reading jumps by more than a third of the change."""
+    still follows the measured pace; what is shown moves a sixth of the way per event toward a later
+    estimate and runs down with the clock in between, so no reading climbs by more than a sixth of the change."""
     eta = TakeEta(steps=20, windows=0)
     t, shown, raw = 0.0, [], []
     eta.on_step(1, 1.0, now=t)
@@ -153,7 +153,7 @@ def test_a_shown_eta_glides_when_siblings_start_sharing_the_card() -> None:
     jumps_raw = max(b - a for a, b in zip(raw, raw[1:], strict=False))
     jumps_shown = max(b - a for a, b in zip(shown, shown[1:], strict=False))
     assert jumps_raw > 8  # the pace change as measured
-    assert jumps_shown <= jumps_raw / 3 + 1e-9, (shown, raw)
+    assert jumps_shown <= jumps_raw / 6 + 1e-9, (shown, raw)
     assert abs(shown[-1] - raw[-1]) < 1.0  # and it settles on the estimate: it goes to zero with the song
 
 
