@@ -65,11 +65,16 @@ class TakeHandlers(Section):
         The follow's own last word used to select that take, and it landed after a click made as the
         takes settled: the take the musician had opened was swapped under their Delete (the refresh
         browser test deleted a finished take instead of the cancelled one it clicked)."""
+        ids = followed.split() if isinstance(followed, str) else []
+        if not ids:
+            # Nothing was followed (the first load's watch of a blank page, a refused Generate): nothing
+            # ended, so nothing is redrawn. Its inputs were read as the follow began; redrawn from them,
+            # late on a loaded machine, the list of a session opened meanwhile was emptied (CI's downloads test).
+            return {self.page.takes.note: gr.skip()}
         own = self._own_id(session_id, owner)
         order = order if order in SORTS else None
         if picked and picked != picked_before:
             return self.listing(own, order=order)
-        ids = followed.split() if isinstance(followed, str) else []
         # (a follow of a session the page has left lists none of its takes here)
         takes = [x for x in map(self.svc.store.get_take, ids) if x is not None and x.session_id == own]
         show = next((x.id for x in takes if x.status == DONE), picked if picked in {x.id for x in takes} else None)

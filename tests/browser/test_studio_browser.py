@@ -172,6 +172,48 @@ def test_generate_waits_for_the_browsers_key_instead_of_refusing(studio_url, mon
             browser.close()
 
 
+def test_a_session_opened_as_the_page_loads_keeps_its_takes(studio_url, monkeypatch) -> None:
+    """CI's downloads test opened a session the moment the page had loaded: its three takes were listed,
+    then vanished. The page's first load ends by following the open session's takes (none, on a blank
+    page) and then redrawing the list for the session it read as it began, the blank one; on a loaded
+    machine that redraw landed after the click and emptied the list. A follow that followed nothing
+    redraws nothing now. Here that step is slowed as a busy machine slows it."""
+    import sys
+    import time
+
+    from playwright.sync_api import sync_playwright
+    from studio_helpers import api_client, form
+
+    url, svc, tmp = studio_url
+    token = svc.identity.cli_token()
+    r = api_client(url, token=token).predict(form(title="Opened at once"), "", api_name="/submit")
+    take = list(api_client(url, token=token).submit(r["takes"][0], api_name="/follow"))[-1]
+    assert take["status"] == "done", take
+    owner_of = svc.identity.owner_of
+
+    def slow_after_follow(value):  # only in the step that runs after a follow ends
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_name != "show_finished":
+            frame = frame.f_back
+        if frame is not None:
+            time.sleep(4)
+        return owner_of(value)
+
+    monkeypatch.setattr(svc.identity, "owner_of", slow_after_follow)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(f"{url.rstrip('/')}/?key={token}")
+            page.locator("#sessions").get_by_text("Opened at once").first.click()
+            label = page.locator("#takes label").filter(has_text=f"seed {take['seed']}")
+            label.wait_for(timeout=30_000)
+            time.sleep(6)  # past the slowed step
+            assert label.count() == 1, page.locator("#takes").inner_text()
+        finally:
+            browser.close()
+
+
 def test_refresh_cancel_take_actions_and_history(studio_url) -> None:
     """A refresh mid-song re-attaches to it; Cancel works; delete/undo, star, rename; reopen a session."""
     from playwright.sync_api import sync_playwright

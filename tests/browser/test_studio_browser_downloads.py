@@ -36,7 +36,12 @@ def _finished(client, request: dict, sid: str) -> dict:
 def _downloads(page, take: dict, tmp: Path) -> dict[str, str]:
     """Open `take` in the list (by its seed) and download each of its files: extension -> saved name."""
     wait_settled(page)  # CI: the click waited 30 s on a list under a redraw's overlay, on a loaded machine
-    page.locator("#takes label").filter(has_text=re.compile(rf"seed {take['seed']}\b")).first.click()
+    label = page.locator("#takes label").filter(has_text=re.compile(rf"seed {take['seed']}\b")).first
+    try:
+        label.wait_for(timeout=30_000)
+    except Exception as exc:  # say what the list held instead
+        raise AssertionError(f"no take with seed {take['seed']} in the list: {page.locator('#takes').inner_text()!r}") from exc
+    label.click()
     links = page.locator("#take-files a[download]")
     page.wait_for_function(f"[...document.querySelectorAll('#take-files a[download]')]"
                            f".some(a => a.href.includes('/studio/file/{take['id']}/'))", timeout=60_000)

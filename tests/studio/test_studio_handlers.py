@@ -198,6 +198,11 @@ def test_after_a_follow_the_finished_take_is_shown_unless_the_musician_picked_on
     other = store.create_session("other", owner=h.svc.identity.owner_of(token))
     assert after(None, None, session_id=other.id) == ("-", False)
     assert after(None, None, owner=h.svc.identity.new_token()) == ("-", False)
+    # A follow that followed nothing (the first load's watch of a blank page, a refused Generate) redraws
+    # nothing: its inputs are as old as the follow, and a list redrawn from them emptied a session opened since.
+    assert h.takes.show_finished(None, "", None, "newest first", None, token) == {t.note: gr.skip()}
+    assert h.takes.show_finished(finished.id, "", finished.id, "newest first", s.id, token) == {t.note: gr.skip()}
+    assert list(h.generate.watch(None, token)) == [{h.page.gen.progress: gr.skip(), t.followed: ""}]
 
 
 def test_a_take_already_drawn_is_not_drawn_again_when_its_selection_lands(h: Handlers) -> None:
