@@ -31,7 +31,7 @@ SAMPLE_UNTIL_DONE = """() => {
 def serve(tmp_path_factory: pytest.TempPathFactory):
     needs_browser()
     tmp = tmp_path_factory.mktemp("browser-progress")
-    server = ServeProcess(tmp / "data", tmp)  # one CPU worker, full-length test songs (~0.6 s a step)
+    server = ServeProcess(tmp / "data", tmp)  # one CPU worker, full-length test songs (~0.2 s a step)
     try:
         client = server.wait_ready()
         yield server, client, tmp

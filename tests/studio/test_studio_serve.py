@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from studio_helpers import ServeProcess, form
+from waiting import wait_until
 
 
 def rss_mb(pid: int) -> float:
@@ -26,10 +27,10 @@ def test_restart_keeps_sessions_and_marks_running_takes_interrupted(tmp_path: Pa
         c = first.wait_ready()
         done = c.predict(form(title="Before the crash"), "", api_name="/submit")
         long = c.predict(form(steps=64, title="Cut short"), "", api_name="/submit")
-        for snap in c.submit(long["takes"][0], api_name="/follow"):
-            if str(snap.get("phase", "")).startswith("step"):
-                break
-        running = c.predict(long["takes"][0], api_name="/take")
+        # Killed once the store holds a step: what a crash mid-song leaves (a follow's event can be ahead of
+        # the row; on the two-head test model a step takes a fifth of a second).
+        running = wait_until("the take's row to say it is at a step", lambda: (
+            t := c.predict(long["takes"][0], api_name="/take"))["phase"].startswith("step") and t, every_s=0.2)
         assert running["status"] == "running"
     finally:
         first.kill()
