@@ -64,6 +64,7 @@ class WorkerServer:
         self._hello: set[bytes] = set()
         self._device_calls: dict[str, int] = {}  # by op, for STATS (how many round trips a take costs)
         self._ready: P.Ready | None = None
+        self.load_error: str | None = None  # why the load failed, for a host that has no log to read (a thread)
         self._models: dict[str, str] = {}
         self._lock = DeviceLock(config.backend, config.device, config.lock_dir)
 
@@ -81,7 +82,8 @@ class WorkerServer:
                 raise self._bind_error
             self._push = self.ctx.socket(zmq.PUSH)
             self._push.connect(_INPROC)
-            self._install_signals()
+            if threading.current_thread() is threading.main_thread():  # (a worker hosted in a thread has none)
+                self._install_signals()
             if self.config.parent_pid is not None:
                 threading.Thread(target=self._watch_parent, name="worker-parent", daemon=True).start()
             if not self._load():
@@ -135,7 +137,8 @@ class WorkerServer:
             self._models = self.backend.load(self.config.dit, self.config.vae, progress)
         except Exception as exc:  # noqa: BLE001 - reported to every waiting client, then exit 1
             logger.exception("[load] failed")
-            self._emit(b"", 0, P.Error(f"LoadError: {P.exc_text(exc)}"), None)
+            self.load_error = f"LoadError: {P.exc_text(exc)}"
+            self._emit(b"", 0, P.Error(self.load_error), None)
             return False
         info = {**self.backend.info(), "policy": self.config.policy, "precision": self.precision}
         self._ready = P.Ready(time.perf_counter() - t0, self._models, info)

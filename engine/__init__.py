@@ -14,7 +14,7 @@ protocol. One song passes through the rows below roughly top to bottom.
 | `pool` | the device stage: placement (crash isolation) and event relay over the worker slots |
 | `slots`, `ray_slots` | worker slots and their restarts; local and Ray as two sources of slots |
 | `worker_client`, `worker_requests`, `heartbeat` | the worker's client: one socket and IO thread, calls and jobs (SUBMIT/STYLE/...) in flight, death noticed (silence budget from measured latency) |
-| `worker_process` | the worker as a child process: command line, log, why it ended, reap |
+| `worker_process` | the worker as a child process (command line, log, why it ended, reap), or as a thread of this process (`WorkerThread`: tests) |
 | `ray_workers` | workers as Ray actors across hosts |
 | `events` | the events a job yields, in order |
 | `eta` | the ETA model, in one place: a take's time left, a waiting take's wait (`EtaBoard`) |

@@ -23,6 +23,7 @@ class WorkerSpec:
     threads: int | None = None  # torch intra-op threads in the worker
     precision: str = "auto"  # device_worker.config.resolve_precision: bfloat16 on CUDA and AMX CPUs, else float32
     compile: str = "auto"  # device_worker.model.compiled.should_compile: the DiT step compiled at load (auto: CUDA)
+    in_process: bool = False  # served by a thread of the engine's process (engine.worker_process.WorkerThread)
 
     @property
     def name(self) -> str:

@@ -87,7 +87,7 @@ class LocalSource:
         spec, env = slot.spec, self.config.worker_env
         if spec.address is not None:
             return Worker(connect=spec.address, secret_file=spec.secret_file, **common)
-        return Worker(python=spec.python, secret_file=spec.secret_file, **options,
+        return Worker(python=spec.python, secret_file=spec.secret_file, in_process=spec.in_process, **options,
                       env=({**os.environ, **env} if env else None), **common)
 
     def poll(self, slots: Slots) -> None:

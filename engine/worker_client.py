@@ -32,7 +32,7 @@ from device_worker import protocol as P
 from device_worker import wire
 from device_worker.config import WorkerConfig
 from engine.heartbeat import SilenceBudget
-from engine.worker_process import WorkerProcess
+from engine.worker_process import WorkerProcess, WorkerThread
 from engine.worker_requests import (
     TERMINAL,
     Dead,
@@ -58,11 +58,12 @@ class Worker:
     def __init__(self, dit: str | None = None, vae: str | None = None, *, connect: str | None = None,
                  python: str | None = None, command: Sequence[str] | None = None, extra_args: Sequence[str] = (),
                  heartbeat_s: float = 0.5, dead_after_s: float = 3.0, unit_timeout_s: float | None = UNIT_TIMEOUT_S,
-                 env: Mapping[str, str] | None = None, **options: Any) -> None:
+                 env: Mapping[str, str] | None = None, in_process: bool = False, **options: Any) -> None:
         """`options` are the worker's own configuration, `device_worker.config.WorkerConfig`'s fields
         (backend, device, precision, policy, max_jobs, threads, lock_dir, style, bind, secret_file,
         secret, ...): declared there once, passed on as its flags. The rest is how this side starts
-        (`python` or a `command` prefix such as a container) and watches the process."""
+        (`python` or a `command` prefix such as a container, or `in_process`: a thread of this process,
+        `engine.worker_process.WorkerThread`) and watches it."""
         self.config = WorkerConfig(dit=dit, vae=vae, **options)  # TypeError names an unknown option
         self.secret = self.config.secret if self.config.secret is not None else wire.read_secret(self.config.secret_file)
         self.heartbeat_s, self.dead_after_s, self.unit_timeout_s = heartbeat_s, dead_after_s, unit_timeout_s
@@ -74,9 +75,12 @@ class Worker:
             self.config.bind = f"ipc://{self._tmpdir}/worker.sock"
         self.endpoint = connect or self.config.bind
         self.spawn = connect is None
-        # The child process, when this side starts it (None with connect=: someone else owns that one).
-        self.process = WorkerProcess(self.config, python=python, command=command, extra_args=extra_args, env=env,
-                                     log_dir=self._tmpdir) if self.spawn else None
+        # The child process (or thread), when this side starts it (None with connect=: someone else owns that one).
+        self.process: WorkerProcess | WorkerThread | None = None
+        if self.spawn:
+            self.process = (WorkerThread(self.config) if in_process else
+                            WorkerProcess(self.config, python=python, command=command, extra_args=extra_args, env=env,
+                                          log_dir=self._tmpdir))
         self.welcome: P.Welcome | None = None
         self.ready: P.Ready | None = None
         self._rids = itertools.count(1)
@@ -102,8 +106,8 @@ class Worker:
 
     def argv(self) -> list[str]:
         """The worker's command line (see `WorkerProcess.argv`)."""
-        if self.process is None:
-            raise ValueError("a Worker made with connect= starts no process")
+        if not isinstance(self.process, WorkerProcess):
+            raise ValueError("a Worker made with connect= or in_process=True starts no process")
         return self.process.argv()
 
     def start(self) -> Worker:
@@ -160,7 +164,7 @@ class Worker:
             return self.proc.returncode if self.proc else None
         self._closed = True
         rc = None
-        if self.process is not None and self.process.proc is not None:
+        if self.process is not None and self.process.started:
             if not self.process.exited() and self._dead is None:
                 try:
                     self._send(P.Shutdown(), next(self._rids))

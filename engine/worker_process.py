@@ -1,4 +1,5 @@
 """The device worker as a child process: its command line, its log, why it ended, and a reap that waits.
+(`WorkerThread`: the same worker hosted by a thread of this process, for tests and one-process runs.)
 
 `WorkerProcess(config)` builds `python -m device_worker <flags>` (or a `command` prefix such as a
 container) from `device_worker.config.WorkerConfig`, starts it in its own session with its output in a
@@ -18,7 +19,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from device_worker.config import WorkerConfig
 
@@ -53,6 +56,10 @@ class WorkerProcess:
                                          start_new_session=True)  # a Ctrl-C in the engine is not the worker's
         logger.info("[remote] started pid=%d bind=%s", self.proc.pid, endpoint)
         return self.proc
+
+    @property
+    def started(self) -> bool:
+        return self.proc is not None
 
     def exited(self) -> bool:
         return self.proc is not None and self.proc.poll() is not None
@@ -98,3 +105,63 @@ class WorkerProcess:
         with open(self.log_path, errors="replace") as fh:
             tail = fh.readlines()[-lines:]
         return "\n--- worker log (last lines) ---\n" + "".join(tail) if tail else ""
+
+
+class WorkerThread:
+    """The device worker served by a thread of this process, over the same socket, messages and HMAC as a
+    child process (vLLM's in-process engine client, for the same reason): no interpreter start and no
+    torch import per worker, so a test's engine is up in a fraction of a second. No crash isolation: a
+    fault in the model is this process's, and torch's thread count is this process's (restored at exit).
+    `WorkerProcess`'s interface, so `engine.worker_client.Worker` hosts either."""
+
+    proc = None  # no child process
+
+    def __init__(self, config: WorkerConfig) -> None:
+        self.config = dataclasses.replace(config, parent_pid=None)
+        self.log_path = None
+        self.code: int | None = None
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+        self.server: Any = None  # device_worker.worker.WorkerServer, once started
+
+    def start(self, endpoint: str) -> None:
+        import torch  # (only where a worker is hosted here: the engine itself imports no torch)
+
+        from device_worker.worker import WorkerServer
+
+        threads = torch.get_num_threads()
+        self.server = server = WorkerServer(self.config)  # a bad option or device raises here, to the caller
+
+        def serve() -> None:
+            try:
+                self.code = server.serve()
+            except BaseException as exc:  # a failed load or bind: what a process would have printed and exited on
+                self.error, self.code = exc, 1
+                logger.error("[remote] in-process worker ended: %s: %s", type(exc).__name__, exc)
+            finally:
+                torch.set_num_threads(threads)
+
+        self.thread = threading.Thread(target=serve, name="device-worker", daemon=True)
+        self.thread.start()
+        logger.info("[remote] started in-process worker bind=%s", endpoint)
+
+    @property
+    def started(self) -> bool:
+        return self.thread is not None
+
+    def exited(self) -> bool:
+        return self.thread is not None and not self.thread.is_alive()
+
+    def reap(self, timeout_s: float) -> int | None:
+        """Wait for the worker's thread to leave its serve loop (a SHUTDOWN was sent); None if it did not."""
+        assert self.thread is not None
+        self.thread.join(timeout_s)
+        return self.code if not self.thread.is_alive() else None
+
+    def exit_reason(self) -> str:
+        said = (f": {type(self.error).__name__}: {self.error}" if self.error is not None else
+                f": {self.server.load_error}" if self.server is not None and self.server.load_error else "")
+        return f"the in-process worker exited with code {self.code}{said}"
+
+    def log_tail(self, lines: int = 15) -> str:
+        return ""  # its log lines are this process's

@@ -34,6 +34,15 @@ _no_stray_event_loops()
 
 
 @pytest.fixture(scope="session")
+def test_models():
+    """The test model's files (`studio.testmodel`), written once to the user cache as `studio serve --model
+    test` writes them; read-only for every test. (Eleven modules wrote a copy each: ~4 s apiece.)"""
+    from studio.testmodel import ensure_test_models
+
+    return ensure_test_models()
+
+
+@pytest.fixture(scope="session")
 def reference_dir() -> Path:
     """`../shared/reference/diffrhythm`, or skip saying why."""
     if not REFERENCE.is_dir():

@@ -59,7 +59,9 @@ def gradio_env(tmp: Path) -> dict[str, str]:
 @contextmanager
 def in_process_studio(data_dir: Path, models: Any | None, *, crop_frames: int = 64, status: Any = None,
                       **config: Any):
-    """The app launched in this process (engine with one real CPU worker, or none: no weights)."""
+    """The app launched in this process (engine with one real CPU worker, or none: no weights). The worker
+    is served by a thread of this process over the real socket and messages (`WorkerSpec.in_process`): a
+    worker process costs ~4 s to start; tests of the process itself (faults, signals, restarts) start one."""
     from studio.app import build_app, launch
     from studio.config import StudioConfig
     from studio.services import ModelStatus, Services
@@ -70,7 +72,8 @@ def in_process_studio(data_dir: Path, models: Any | None, *, crop_frames: int = 
         from engine.config import EngineConfig, WorkerSpec
         from engine.engine import Engine
 
-        engine = Engine(EngineConfig(data_dir, models, workers=[WorkerSpec(threads=1)], crop_frames=crop_frames,
+        engine = Engine(EngineConfig(data_dir, models, workers=[WorkerSpec(threads=1, in_process=True)],
+                                     crop_frames=crop_frames,
                                      lock_dir=str(data_dir / "locks")))
     status = status or (ModelStatus(ready=True, label="TEST MODEL: tiny random weights, noise not music") if engine else
               ModelStatus(ready=False, missing=["model file cfm_model.pt of 'diffrhythm-1.2' is missing; "
@@ -102,18 +105,20 @@ class ServeProcess:
         """Wait until the page answers and the engine is attached; returns an API client holding the
         machine's token (the studio creates its key on start, so the token is read after that)."""
         deadline = time.monotonic() + timeout_s
+        client = None
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, f"studio serve exited: {self.read_log()}"
             try:
-                if httpx.get(self.url, timeout=2).status_code == 200:
+                if client is None and httpx.get(self.url, timeout=2).status_code == 200:
                     client = api_client(self.url, self.data_dir)
+                if client is not None:
                     status = client.predict(api_name="/status")
                     assert not status["problem"] and not status["missing"], status["message"]
                     if status["ready"]:
                         return client
             except httpx.HTTPError:
                 pass
-            time.sleep(1.0)
+            time.sleep(0.25)
         raise TimeoutError(f"studio serve not ready after {timeout_s} s: {self.read_log()}")
 
     def read_log(self) -> str:
@@ -201,11 +206,11 @@ def open_page(context: Any, url: str) -> Any:
 
 @contextmanager
 def fresh_studio(tmp_path_factory: Any):
-    """A module's own in-process studio on the test model, in fresh folders: yields (url without the
-    trailing slash, services)."""
+    """A module's own in-process studio on the test model (its files as `studio serve --model test` keeps
+    them), in fresh data folders: yields (url without the trailing slash, services)."""
     from studio.testmodel import ensure_test_models
 
-    models = ensure_test_models(tmp_path_factory.mktemp("test-model"))
+    models = ensure_test_models()
     tmp = tmp_path_factory.mktemp("studio")
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
     os.environ["GRADIO_TEMP_DIR"] = str(tmp / "gradio")

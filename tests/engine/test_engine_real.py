@@ -272,6 +272,39 @@ def test_two_workers_share_the_load_with_identical_bytes(engine: Engine, engine2
         assert Path(alone.files[fmt]).read_bytes() == Path(under_load.files[fmt]).read_bytes()
 
 
+def test_an_in_process_worker_makes_the_same_bytes_and_leaves_nothing_behind(engine: Engine, files, tmp_path: Path,
+                                                                            reference_dir: Path) -> None:
+    """The worker hosted by a thread of the engine's process (what the studio tests use, to skip a
+    process start) speaks the same wire and makes the same song, byte for byte; closed, it leaves no
+    thread, no socket file and this process's torch thread count as it was."""
+    import torch
+
+    threads = torch.get_num_threads()
+    alone = engine.submit(song(files, seed=78, formats=("flac",))).result(60).takes[0]
+    workers = [WorkerSpec(threads=1, precision=EXACT, in_process=True)]
+    with Engine(config(tmp_path, reference_dir, workers=workers)) as inproc:
+        (info,) = inproc.pool.worker_info()
+        assert info["pid"] == os.getpid()  # its WELCOME names this process
+        take = inproc.submit(song(files, seed=78, formats=("flac",))).result(60).takes[0]
+        assert any(t.name == "device-worker" for t in threading.enumerate())
+    for fmt in ("wav", "flac"):
+        assert Path(alone.files[fmt]).read_bytes() == Path(take.files[fmt]).read_bytes()
+    assert not any(t.name.startswith("device-worker") or t.name == "worker-io" for t in threading.enumerate())
+    assert torch.get_num_threads() == threads
+
+
+def test_an_in_process_worker_that_cannot_load_says_why(tmp_path: Path, reference_dir: Path) -> None:
+    from dataclasses import replace
+
+    from engine.slots import NoWorkerError
+
+    cfg = config(tmp_path, reference_dir, workers=[WorkerSpec(threads=1, in_process=True)], restart_backoff_s=(0.1,))
+    cfg = replace(cfg, models=replace(cfg.models, base=str(tmp_path / "nowhere" / "dit-base")))
+    with pytest.raises(NoWorkerError, match="nowhere|No such file|not found"):
+        Engine(cfg)
+    assert not any(t.name == "device-worker" for t in threading.enumerate())
+
+
 def kill_worker_of(engine: Engine, job, attempt: int, sig: int = signal.SIGKILL) -> None:
     """Signal the worker running `job`'s given attempt once that attempt has made a step
     (SIGKILL: it dies; SIGSTOP: it hangs, and only the missing heartbeats give it away)."""

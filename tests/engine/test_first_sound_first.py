@@ -27,10 +27,10 @@ def engine(tmp_path_factory: pytest.TempPathFactory):
     from studio.testmodel import ensure_test_models
 
     tmp = tmp_path_factory.mktemp("first-sound")
-    models = ensure_test_models(tmp / "model")
+    models = ensure_test_models()
     v = np.random.default_rng(0).standard_normal(512).astype(np.float32)
     np.save(tmp / "style.npy", v / np.linalg.norm(v))
-    cfg = EngineConfig(tmp / "data", models, workers=[WorkerSpec(threads=1)], crop_frames=CROP,
+    cfg = EngineConfig(tmp / "data", models, workers=[WorkerSpec(threads=1, in_process=True)], crop_frames=CROP,
                        lock_dir=str(tmp / "locks"))
     with Engine(cfg) as e:
         e.style_file = tmp / "style.npy"  # type: ignore[attr-defined]

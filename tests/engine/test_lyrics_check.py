@@ -38,15 +38,13 @@ def test_hear_windows_group_whole_lines_up_to_30_s() -> None:
 
 
 @pytest.fixture(scope="module")
-def models():
-    from studio.testmodel import ensure_test_models
-
-    return ensure_test_models()
+def models(test_models):
+    return test_models
 
 
 def make_engine(tmp: Path, models, **kw) -> Engine:
     cfg = EngineConfig(data_dir=tmp / "data", models=models, crop_frames=180, lock_dir=str(tmp / "locks"),
-                       workers=[WorkerSpec(threads=1, precision="float32")], **kw)
+                       workers=[WorkerSpec(threads=1, precision="float32", in_process=True)], **kw)
     return Engine(cfg)
 
 

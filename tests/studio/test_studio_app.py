@@ -19,13 +19,6 @@ from studio_helpers import api_client, form, in_process_studio
 
 
 @pytest.fixture(scope="module")
-def test_models(tmp_path_factory: pytest.TempPathFactory):
-    from studio.testmodel import ensure_test_models
-
-    return ensure_test_models(tmp_path_factory.mktemp("test-model"))
-
-
-@pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory, test_models):
     tmp = tmp_path_factory.mktemp("studio")
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"

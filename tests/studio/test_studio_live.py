@@ -77,13 +77,6 @@ def test_pcm_is_interleaved_int16_little_endian_clipped() -> None:
 
 
 # ---------------------------------------------------------------- the route, on a real studio
-@pytest.fixture(scope="module")
-def test_models(tmp_path_factory: pytest.TempPathFactory):
-    from studio.testmodel import ensure_test_models
-
-    return ensure_test_models(tmp_path_factory.mktemp("test-model"))
-
-
 def test_the_stream_is_the_song_while_it_renders_and_refuses_any_other_key(tmp_path: Path, test_models) -> None:
     # 512 frames: about 24 s of audio, several decode windows on a CPU worker.
     with in_process_studio(tmp_path / "data", test_models, crop_frames=512) as (url, svc):

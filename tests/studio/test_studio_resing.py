@@ -5,13 +5,12 @@ outside them, and is checked in turn; bad line choices get clear refusals. Also 
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
 import pytest
 import soundfile as sf
-from studio_helpers import api_client, form, in_process_studio
+from studio_helpers import api_client, form, fresh_studio
 
 from device_worker.shapes import HOP
 from engine.splice import splice_pcm
@@ -33,14 +32,8 @@ def test_splice_keeps_the_source_outside_and_fades_in_inside() -> None:
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory):
-    from studio.testmodel import ensure_test_models
-
-    models = ensure_test_models(tmp_path_factory.mktemp("test-model"))
-    tmp = tmp_path_factory.mktemp("studio")
-    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
-    os.environ["GRADIO_TEMP_DIR"] = str(tmp / "gradio")
-    with in_process_studio(tmp / "data", models) as (url, svc):
-        yield svc, api_client(url, tmp / "data")
+    with fresh_studio(tmp_path_factory) as (url, svc):
+        yield svc, api_client(url, svc.config.data_dir)
 
 
 def finished_and_checked(c, take_id: str, timeout_s: float = 120) -> dict:

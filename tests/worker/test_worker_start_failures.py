@@ -19,10 +19,8 @@ from studio.services import ModelStatus
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory):
-    from studio.testmodel import ensure_test_models
-
-    return ensure_test_models(tmp_path_factory.mktemp("test-model"))
+def models(test_models):
+    return test_models
 
 
 def first_line(models, tmp_path: Path, **spec) -> str:
