@@ -173,6 +173,9 @@ class Worker:
             rc = self.process.reap(timeout_s)
         self._stop.set()
         if self._io is not None:
+            if self._push is not None:
+                with self._lock:
+                    self._push.send(b"")  # wake the IO thread from its poll: it sees the stop at once
             self._io.join(5)
         if self._push is not None:
             self._push.close(0)
@@ -285,7 +288,9 @@ class Worker:
             while not self._stop.is_set():
                 for s, _ in poller.poll(int(self.heartbeat_s * 1000 / 2)):
                     if s is pull:
-                        sock.send_multipart(pull.recv_multipart(copy=False), copy=False)
+                        frames = pull.recv_multipart(copy=False)
+                        if len(frames) > 1:  # (one empty frame: close() waking this loop, nothing to send)
+                            sock.send_multipart(frames, copy=False)
                     else:
                         self._on_frames(sock.recv_multipart(copy=False), limits)
                 now = time.monotonic()
