@@ -117,7 +117,7 @@ class WorkerThread:
     proc = None  # no child process
 
     def __init__(self, config: WorkerConfig) -> None:
-        self.config = dataclasses.replace(config, parent_pid=None)
+        self.config = config
         self.log_path = None
         self.code: int | None = None
         self.error: BaseException | None = None

@@ -29,16 +29,16 @@ class GenerateHandlers(Section):
 
     def generate(self, values: dict) -> Iterator[dict]:
         p, g = self.page, self.page.gen
-        none = {p.takes.followed: ""}  # a refusal follows nothing: the step after it redraws nothing
+        follows_nothing = {p.takes.followed: ""}  # a refusal follows nothing: the step after it redraws nothing
         # Each outcome is logged: a Generate that made nothing must say why in the studio's log too.
         if values.get(p.token):
             logger.info("[generate] refused: a read-only shared view")
-            yield {g.message: "This is a read-only shared session: copy it into your sessions to make takes.", **none}
+            yield {g.message: "This is a read-only shared session: copy it into your sessions to make takes.", **follows_nothing}
             return
         owner = self._owner(values.get(p.owner))
         if owner is None:
             logger.info("[generate] refused: the page has no key")
-            yield {g.message: "⚠ This page has no key yet: reload it, then Generate.", **none}
+            yield {g.message: "⚠ This page has no key yet: reload it, then Generate.", **follows_nothing}
             return
         own = self._own_session(values.get(p.session), values.get(p.owner))
         try:
@@ -46,7 +46,7 @@ class GenerateHandlers(Section):
         except songs.SongRefused as exc:
             logger.info("[generate] refused: %s: %s", exc.headline, "; ".join(map(str, exc.problems)))
             listed = "\n".join(f"- {pr}" for pr in exc.problems)
-            yield {g.message: f"⚠ {exc.headline}:\n{listed}", **none}
+            yield {g.message: f"⚠ {exc.headline}:\n{listed}", **follows_nothing}
             return
         session_id, takes = started.session.id, started.takes
         logger.info("[generate] session=%s takes=%s", session_id, ",".join(t.id for t in takes))
@@ -110,9 +110,9 @@ class GenerateHandlers(Section):
     def watch(self, session_id: str | None, owner: str | None, picked: str | None = None) -> Iterator[dict]:
         """After a refresh: follow this session's takes that are still rendering in this process."""
         session_id = self._own_id(session_id, owner)
-        nothing = {self.page.gen.progress: gr.skip(), self.page.takes.followed: ""}  # (show_finished: no redraw)
+        follows_nothing = {self.page.gen.progress: gr.skip(), self.page.takes.followed: ""}  # (show_finished: no redraw)
         if not session_id or self.svc.runner is None:
-            yield nothing
+            yield follows_nothing
             return
         active = [t.id for t in self.svc.store.list_takes(session_id)
                   if t.status in ACTIVE_STATUSES and self.svc.runner.live(t.id) is not None]
@@ -121,11 +121,11 @@ class GenerateHandlers(Section):
             try:  # per owner: a flood of page events must not hold every follow slot
                 self.svc.admission.acquire(who, "watch")
             except AdmissionRefused:
-                yield nothing
+                yield follows_nothing
                 return
             try:
                 yield from self._follow(session_id, active, picked)
             finally:
                 self.svc.admission.release(who, "watch")
         else:
-            yield nothing
+            yield follows_nothing

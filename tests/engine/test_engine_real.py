@@ -285,12 +285,14 @@ def test_an_in_process_worker_makes_the_same_bytes_and_leaves_nothing_behind(eng
     with Engine(config(tmp_path, reference_dir, workers=workers)) as inproc:
         (info,) = inproc.pool.worker_info()
         assert info["pid"] == os.getpid()  # its WELCOME names this process
+        sock = Path(inproc.pool.slots[0].worker.endpoint.removeprefix("ipc://"))
+        assert sock.exists()
         take = inproc.submit(song(files, seed=78, formats=("flac",))).result(60).takes[0]
         assert any(t.name == "device-worker" for t in threading.enumerate())
     for fmt in ("wav", "flac"):
         assert Path(alone.files[fmt]).read_bytes() == Path(take.files[fmt]).read_bytes()
     assert not any(t.name.startswith("device-worker") or t.name == "worker-io" for t in threading.enumerate())
-    assert torch.get_num_threads() == threads
+    assert not sock.exists() and torch.get_num_threads() == threads
 
 
 def test_an_in_process_worker_that_cannot_load_says_why(tmp_path: Path, reference_dir: Path) -> None:
