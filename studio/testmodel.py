@@ -71,6 +71,8 @@ def ensure_test_models(root: str | Path | None = None) -> Any:
         # In a child process: writing needs torch, and the studio process must stay small (<500 MB).
         logger.info("[studio] writing the test model to %s", root)
         subprocess.run([sys.executable, "-m", "studio.testmodel", str(root)], check=True)
+        if not (root / "COMPLETE").is_file():
+            raise RuntimeError(f"the test model was not written to {root}")
     return Models(vae=str(root / "vae_model.pt"), base=str(root / "dit-base"), full=str(root / "dit-full"),
                   style=str(root / "mulan"), negative_style=str(root / "vocal.npy"),
                   vocab=str(root / "vocab.json"), lyrics=str(root / "whisper"), test=True)
@@ -204,5 +206,28 @@ def _save(torch: Any, obj: Any, path: Path) -> None:
     tmp.replace(path)  # a crash never leaves a half-written file under the real name
 
 
+def write_once(root: Path) -> None:
+    """`write_all` into a fresh sibling folder, then renamed into place: two studios (or test runs) starting
+    at once on a fresh machine each write their own copy, the first rename wins, and nobody ever reads a
+    folder another process is still writing."""
+    import shutil
+    import tempfile
+
+    if (root / "COMPLETE").is_file():
+        return
+    root.parent.mkdir(parents=True, exist_ok=True)
+    part = Path(tempfile.mkdtemp(prefix=f".{root.name}-", dir=root.parent))
+    try:
+        write_all(part)
+        try:
+            part.rename(root)
+        except OSError:  # another writer's folder got there first (or an old, incomplete one is in the way)
+            if not (root / "COMPLETE").is_file():
+                shutil.rmtree(root, ignore_errors=True)
+                part.rename(root)
+    finally:
+        shutil.rmtree(part, ignore_errors=True)
+
+
 if __name__ == "__main__":
-    write_all(Path(sys.argv[1]) if len(sys.argv) > 1 else default_root())
+    write_once(Path(sys.argv[1]) if len(sys.argv) > 1 else default_root())
