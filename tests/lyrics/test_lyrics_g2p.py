@@ -123,9 +123,9 @@ def test_number_rules_match_upstream(text):
 ])
 def test_number_rules_are_linear(text):
     english._inflect_engine()  # its import is not the rules' time
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU time: what other processes do to the machine is not ours
     out = normalise_numbers(text)
-    assert time.perf_counter() - start < 1.0, "quadratic again (these took 30 s and more)"
+    assert time.process_time() - start < 1.0, "quadratic again (these took 30 s and more)"
     assert out.strip()
 
 

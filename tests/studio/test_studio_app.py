@@ -34,7 +34,7 @@ def run_take(client: Client, take_id: str) -> tuple[list[dict], dict]:
 
 def test_generate_streams_progress_and_records_everything(studio) -> None:
     url, svc, c = studio
-    r = c.predict(form(title="First light"), "", api_name="/submit")
+    r = c.predict(form(title="First light", formats=["wav", "flac", "mp3"]), "", api_name="/submit")
     assert len(r["takes"]) == 1 and isinstance(r["seeds"][0], int)
     snaps, take = run_take(c, r["takes"][0])
     phases = [s["phase"] for s in snaps]
