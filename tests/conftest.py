@@ -33,6 +33,13 @@ def _no_stray_event_loops() -> None:
 _no_stray_event_loops()
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """One test process per core, and one more: on this 2-core machine the serial suite kept 1.2 cores busy
+    (most tests wait on a studio, a worker process, a browser or a Ray node), and three processes finished
+    it in 735 s where one took 1009 s. At most eight: each may hold a studio, a browser and a worker."""
+    return min(len(os.sched_getaffinity(0)) + 1, 8)
+
+
 @pytest.fixture(scope="session")
 def test_models():
     """The test model's files (`studio.testmodel`), written once to the user cache as `studio serve --model
