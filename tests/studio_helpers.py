@@ -198,7 +198,7 @@ def set_advanced(page: Any, **values: int) -> None:
         assert page.evaluate(held), f"{name} did not take {value}: it shows {box.input_value()}"
 
 
-DONE_COUNT = ("document.querySelector('#takes').innerText.split('\\n')"
+DONE_COUNT = ("(document.querySelector('#takes')?.innerText ?? '').split('\\n')"
               ".filter(l => l.trim().endsWith('done')).length")
 
 
@@ -215,37 +215,39 @@ def open_page(context: Any, url: str) -> Any:
 def fresh_studio(tmp_path_factory: Any):
     """A module's own in-process studio on the test model (its files as `studio serve --model test` keeps
     them), in fresh data folders: yields (url without the trailing slash, services)."""
+    tmp = tmp_path_factory.mktemp("studio")
+    with studio_on_test_model(tmp) as (url, svc):
+        yield url.rstrip("/"), svc
+
+
+@contextmanager
+def studio_on_test_model(tmp: Path, **config: Any):
+    """`in_process_studio` on the test model's files (as `studio serve --model test` keeps them), with its
+    data in `tmp/data` and Gradio's uploads in `tmp/gradio`: yields (url, services)."""
     from studio.testmodel import ensure_test_models
 
-    models = ensure_test_models()
-    tmp = tmp_path_factory.mktemp("studio")
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
     os.environ["GRADIO_TEMP_DIR"] = str(tmp / "gradio")
-    with in_process_studio(tmp / "data", models) as (url, svc):
-        yield url.rstrip("/"), svc
+    with in_process_studio(tmp / "data", ensure_test_models(), **config) as (url, svc):
+        yield url, svc
 
 
 @contextmanager
 def page_with_takes(tmp: Path, chromium: str, args: list[str], takes: int, *, lyrics: str | None = None,
                     style: str | None = None):
-    """A `studio serve` process on the cropped test model, and a browser page on it that generated
-    `takes` variations and shows the newest finished one: for a module of browser tests on finished takes."""
+    """An in-process studio on the cropped test model, and a browser page on it that generated `takes`
+    variations and shows the newest finished one: for a module of browser tests on finished takes (what
+    they read is the page; tests of the `studio serve` process itself start one)."""
     from playwright.sync_api import sync_playwright
 
-    server = ServeProcess(tmp / "data", tmp, "--test-crop-frames", "64")
-    try:
-        server.wait_ready()
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium, args=args)
-            try:
-                page = open_ready_page(browser, server.url, lyrics=lyrics, style=style)
-                set_advanced(page, variations=takes)
-                page.click("#generate")
-                page.wait_for_function(f"{DONE_COUNT} === {takes}", timeout=240_000)
-                page.wait_for_function("document.querySelector('#take-audio audio')?.duration > 2",
-                                       timeout=30_000)
-                yield page
-            finally:
-                browser.close()
-    finally:
-        server.stop()
+    with studio_on_test_model(tmp, crop_frames=64) as (url, _), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=args)
+        try:
+            page = open_ready_page(browser, url, lyrics=lyrics, style=style)
+            set_advanced(page, variations=takes)
+            page.click("#generate")
+            page.wait_for_function(f"{DONE_COUNT} === {takes}", timeout=240_000)
+            page.wait_for_function("document.querySelector('#take-audio audio')?.duration > 2", timeout=30_000)
+            yield page
+        finally:
+            browser.close()

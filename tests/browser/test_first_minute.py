@@ -142,7 +142,7 @@ def test_a_newcomer_makes_a_song_in_the_browser_opened_before_the_model_is_ready
             t0 = time.monotonic()
             page.click("#generate")
             # The status line follows the model by itself (no reload) until it names where it runs.
-            page.wait_for_function("document.querySelector('#model-banner').innerText.includes('Running on')",
+            page.wait_for_function("(document.querySelector('#model-banner')?.innerText ?? '').includes('Running on')",
                                    timeout=SONG_LIMIT_S * 1000)
             ready_text = banner.inner_text()
             try:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from browser_shots import save_page as save
 from chromium import ARGS, CHROMIUM, NO_ERRORS, needs_browser
-from studio_helpers import in_process_studio, set_advanced
+from studio_helpers import in_process_studio, set_advanced, studio_on_test_model
 
 pytestmark = pytest.mark.browser
 
@@ -25,12 +25,8 @@ LYRICS = ("[00:00.50]Neon rain on the window\n[00:01.60]I drive until the mornin
 @pytest.fixture(scope="module")
 def studio_url(tmp_path_factory: pytest.TempPathFactory):
     needs_browser()
-    from studio.testmodel import ensure_test_models
-
     tmp = tmp_path_factory.mktemp("browser")
-    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
-    os.environ["GRADIO_TEMP_DIR"] = str(tmp / "gradio")
-    with in_process_studio(tmp / "data", ensure_test_models(), crop_frames=64) as (url, svc):
+    with studio_on_test_model(tmp, crop_frames=64) as (url, svc):
         yield url, svc, tmp
 
 
@@ -48,13 +44,13 @@ def test_compose_generate_listen_share(studio_url) -> None:
             page.locator("#lyrics textarea").fill(LYRICS)
             page.locator("#style-text textarea, #style-text input").first.fill("dreamy synthwave, female vocals")
             # The live lyric report appears while typing (what the model will sing, line by line).
-            page.wait_for_function("document.querySelector('#lyric-report').innerText.includes('singable')",
+            page.wait_for_function("(document.querySelector('#lyric-report')?.innerText ?? '').includes('singable')",
                                    timeout=30_000)
             page.click("#generate")
             # Progress is shown while the song is made, then the finished take's player.
             page.wait_for_selector("#take-audio audio[src], #take-audio [data-testid='waveform-Take']",
                                    state="attached", timeout=120_000)
-            page.wait_for_function("document.querySelector('#takes').innerText.includes('done')", timeout=60_000)
+            page.wait_for_function("(document.querySelector('#takes')?.innerText ?? '').includes('done')", timeout=60_000)
             page.wait_for_selector("#take-regions .wr-canvas", state="attached", timeout=30_000)  # waveform drawn
             page.wait_for_function(f"!({BUSY})", timeout=30_000)
             save(page, tmp, "studio.png")
@@ -79,7 +75,7 @@ def test_compose_generate_listen_share(studio_url) -> None:
             other.goto(link)
             other.wait_for_function(
                 "document.querySelector('#shared-banner')?.innerText.includes('Shared session')", timeout=30_000)
-            other.wait_for_function("document.querySelector('#takes').innerText.includes('done')", timeout=30_000)
+            other.wait_for_function("(document.querySelector('#takes')?.innerText ?? '').includes('done')", timeout=30_000)
             assert not other.locator("#generate").is_visible()  # read-only: no Generate
             assert not other.locator("#take-delete").is_visible()
             # The take's waveform loops regions for a listener, but offers no edits and no cancel.
@@ -90,7 +86,7 @@ def test_compose_generate_listen_share(studio_url) -> None:
             save(other, tmp, "shared.png")
             assert not other.evaluate(NO_ERRORS), "an error toast or error status is on the page"
             other.click("#copy-shared")
-            other.wait_for_function("document.querySelector('#gen-message').innerText.includes('Copied')",
+            other.wait_for_function("(document.querySelector('#gen-message')?.innerText ?? '').includes('Copied')",
                                     timeout=30_000)
             assert other.locator("#generate").is_visible()  # the copy is theirs to work on
             other.wait_for_function("!window.location.search.includes('s=')", timeout=10_000)  # refresh = the copy
@@ -165,9 +161,9 @@ def test_generate_waits_for_the_browsers_key_instead_of_refusing(studio_url, mon
             page.locator("#lyrics textarea").fill(LYRICS)
             page.locator("#style-text textarea, #style-text input").first.fill("slow ambient pads")
             page.click("#generate")  # Playwright waits until the button can be pressed, as a musician would
-            page.wait_for_function("document.querySelector('#gen-message').innerText.includes('Submitted 1 take')",
+            page.wait_for_function("(document.querySelector('#gen-message')?.innerText ?? '').includes('Submitted 1 take')",
                                    timeout=30_000)
-            page.wait_for_function("document.querySelector('#takes').innerText.includes('done')", timeout=120_000)
+            page.wait_for_function("(document.querySelector('#takes')?.innerText ?? '').includes('done')", timeout=120_000)
         finally:
             browser.close()
 
@@ -252,7 +248,7 @@ def test_refresh_cancel_take_actions_and_history(studio_url) -> None:
             # Takes that finished before the cancel landed stay done (how many depends on the machine's
             # speed); wait until every take has settled, then count.
             page.wait_for_function(
-                "document.querySelector('#takes').innerText.split('\\n').filter(l => l.includes('Take '))"
+                "(document.querySelector('#takes')?.innerText ?? '').split('\\n').filter(l => l.includes('Take '))"
                 ".every(l => /(done|cancelled)$/.test(l.trim()))", timeout=90_000)
             n_cancelled = page.inner_text("#takes").count("cancelled")
             assert n_cancelled >= 1, "Cancel caught no take: " + page.inner_text("#takes")
@@ -262,20 +258,20 @@ def test_refresh_cancel_take_actions_and_history(studio_url) -> None:
             page.locator("#takes").get_by_text("cancelled").first.click()  # open the take
             page.wait_for_selector("#take-retry", state="visible", timeout=30_000)
             page.click("#take-delete")
-            page.wait_for_function("document.querySelector('#take-note').innerText.includes('Deleted')",
+            page.wait_for_function("(document.querySelector('#take-note')?.innerText ?? '').includes('Deleted')",
                                    timeout=30_000)
             # The list is redrawn by the delete and again by the re-sort after it: wait for it to settle.
             page.wait_for_function(
-                "document.querySelector('#takes').innerText.split('\\n').filter(l => l.trim().endsWith('cancelled'))"
+                "(document.querySelector('#takes')?.innerText ?? '').split('\\n').filter(l => l.trim().endsWith('cancelled'))"
                 f".length === {n_cancelled - 1}", timeout=30_000)
             page.click("#take-undo")
-            page.wait_for_function("document.querySelector('#take-note').innerText.includes('Restored')",
+            page.wait_for_function("(document.querySelector('#take-note')?.innerText ?? '').includes('Restored')",
                                    timeout=30_000)
             page.click("#take-star")
-            page.wait_for_function("document.querySelector('#takes').innerText.includes('★')", timeout=30_000)
+            page.wait_for_function("(document.querySelector('#takes')?.innerText ?? '').includes('★')", timeout=30_000)
             page.locator("#take-name input, #take-name textarea").first.fill("keeper")
             page.click("#take-rename")
-            page.wait_for_function("document.querySelector('#takes').innerText.includes('keeper')", timeout=30_000)
+            page.wait_for_function("(document.querySelector('#takes')?.innerText ?? '').includes('keeper')", timeout=30_000)
             session = next(s for s in svc.store.list_sessions() if s.title == "Long night")
             takes = svc.store.list_takes(session.id)
             statuses = [t.status for t in takes]
@@ -289,7 +285,7 @@ def test_refresh_cancel_take_actions_and_history(studio_url) -> None:
             page.wait_for_function("document.querySelector('#title textarea, #title input')?.value === ''",
                                    timeout=30_000)
             page.locator("#search textarea, #search input").first.fill("ambient")
-            page.wait_for_function("document.querySelector('#sessions').innerText.includes('Long night')",
+            page.wait_for_function("(document.querySelector('#sessions')?.innerText ?? '').includes('Long night')",
                                    timeout=30_000)
             page.locator("#sessions").get_by_text("Long night").click()
             page.wait_for_function("document.querySelector('#title textarea, #title input')?.value === 'Long night'",

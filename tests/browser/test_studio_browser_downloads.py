@@ -86,7 +86,7 @@ def test_each_take_downloads_under_its_own_name_and_a_rename_renames_it(studio, 
 
         page.locator("#take-name input, #take-name textarea").first.fill("Chorus fix")
         page.click("#take-rename")
-        page.wait_for_function("document.querySelector('#takes').innerText.includes('Chorus fix')", timeout=30_000)
+        page.wait_for_function("(document.querySelector('#takes')?.innerText ?? '').includes('Chorus fix')", timeout=30_000)
         page.wait_for_function("[...document.querySelectorAll('#take-files a[download]')]"
                                ".some(a => a.download.startsWith('Chorus-fix'))", timeout=30_000)
         renamed = _downloads(page, ext | {"name": "Chorus fix"}, tmp_path)

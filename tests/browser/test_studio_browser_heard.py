@@ -79,7 +79,7 @@ def test_resing_a_ticked_line_regenerates_exactly_its_frames(studio) -> None:
             boxes.nth(k).click()
         assert boxes.nth(k).is_checked() == want
     page.click("#resing-go")
-    page.wait_for_function("document.querySelector('#resing-note').innerText.includes('Re-singing')",
+    page.wait_for_function("(document.querySelector('#resing-note')?.innerText ?? '').includes('Re-singing')",
                            timeout=30_000)
     page.wait_for_function(f"{DONE_COUNT} === 3", timeout=240_000)
     records = _records(tmp)

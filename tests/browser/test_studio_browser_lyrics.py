@@ -88,7 +88,7 @@ def test_tap_to_time_writes_an_lrc_the_engine_reads(studio) -> None:
     page.get_by_text("Timing helper").click()
     page.locator("#plain-lyrics textarea").fill("[Verse]\n" + "\n".join(LINES) + "\n")
     page.click("#tap-time")
-    page.wait_for_function("document.querySelector('#tap-status').innerText.includes('Next:')", timeout=10_000)
+    page.wait_for_function("(document.querySelector('#tap-status')?.innerText ?? '').includes('Next:')", timeout=10_000)
     page.evaluate(f"{AUDIO}.currentTime = 0; {AUDIO}.play()")
     for i, at in enumerate((0.3, 1.1, 1.9)):  # press Space as each line starts
         page.wait_for_function(f"{AUDIO}.currentTime >= {at}", polling="raf", timeout=10_000)
@@ -96,7 +96,7 @@ def test_tap_to_time_writes_an_lrc_the_engine_reads(studio) -> None:
         page.wait_for_function(f"document.querySelector('#lyrics textarea').value.split('\\n')"
                                f".filter(Boolean).length === {i + 1}", timeout=10_000)
     page.evaluate(f"{AUDIO}.pause()")
-    page.wait_for_function("document.querySelector('#tap-status').innerText.includes('All 3 lines timed')",
+    page.wait_for_function("(document.querySelector('#tap-status')?.innerText ?? '').includes('All 3 lines timed')",
                            timeout=10_000)
     lrc = page.locator("#lyrics textarea").input_value()
     lines = [x for x in parse_lrc(lrc) if x.kind == LYRIC]
@@ -104,7 +104,7 @@ def test_tap_to_time_writes_an_lrc_the_engine_reads(studio) -> None:
     times = [x.time for x in lines]
     assert times == sorted(times) and all(abs(t - at) < 0.5 for t, at in zip(times, (0.3, 1.1, 1.9), strict=True)), times
     # The page took the typed LRC as input: its report lays it out (the end marker added after it).
-    page.wait_for_function("document.querySelector('#lyric-report').innerText.includes('singable')", timeout=30_000)
+    page.wait_for_function("(document.querySelector('#lyric-report')?.innerText ?? '').includes('singable')", timeout=30_000)
     assert "end marker added" in page.inner_text("#lyric-report")
     save_region(page, tmp, "tap-to-time.png", "#lyrics", "#lyric-report", "#tap")
     assert not page.evaluate(NO_ERRORS)
@@ -122,7 +122,7 @@ def test_ab_swaps_the_take_heard_at_the_same_playhead(studio) -> None:
     page.click("#ab-toggle")
     state = page.evaluate("""() => { const a = document.querySelector('#ab-a'), b = document.querySelector('#ab-b');
         return {a: a.muted, b: b.muted, gap: Math.abs(a.currentTime - b.currentTime), t: b.currentTime,
-                playing: !b.paused, label: document.querySelector('#ab-toggle').innerText}; }""")
+                playing: !b.paused, label: (document.querySelector('#ab-toggle')?.innerText ?? '')}; }""")
     assert state["a"] and not state["b"] and state["playing"] and state["t"] > 0.8, state
     assert state["gap"] < 0.15 and state["label"].startswith("Hearing B"), state
     page.evaluate("document.querySelector('#ab-a').pause()")  # pausing either pauses both

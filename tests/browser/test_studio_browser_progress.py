@@ -114,8 +114,8 @@ def test_cancelling_one_variation_leaves_its_siblings(serve) -> None:
             middle_row.click()
             page.locator("#take-cancel").wait_for(state="visible", timeout=30_000)  # offered while it renders
             page.click("#take-cancel")
-            page.wait_for_function("document.querySelector('#take-note').innerText.includes('only')", timeout=30_000)
-            page.wait_for_function("document.querySelector('#progress-list').innerText.includes('cancelled on its own')",
+            page.wait_for_function("(document.querySelector('#take-note')?.innerText ?? '').includes('only')", timeout=30_000)
+            page.wait_for_function("(document.querySelector('#progress-list')?.innerText ?? '').includes('cancelled on its own')",
                                    timeout=60_000)
             # Its siblings are still being made (or the first already done): none of them was cancelled.
             others = [ln for ln in page.inner_text("#progress-list").splitlines() if " #2 · " not in ln and "Take" in ln]
@@ -123,7 +123,7 @@ def test_cancelling_one_variation_leaves_its_siblings(serve) -> None:
             save_region(page, tmp, "cancel-one-variation.png", "#progress")
             save_region(page, tmp, "cancel-one-variation-takes.png", "#takes", "#take-cancel", "#take-note")
             page.wait_for_function(
-                "document.querySelector('#takes').innerText.split('\\n').filter(l => l.includes('Take '))"
+                "(document.querySelector('#takes')?.innerText ?? '').split('\\n').filter(l => l.includes('Take '))"
                 ".every(l => /(done|cancelled)$/.test(l.trim()))", timeout=180_000)
             listing = page.inner_text("#takes")
             assert not page.evaluate(NO_ERRORS)

@@ -21,7 +21,7 @@ SEED = "#seed input, #seed textarea"
 PLAYER = "#take-audio audio[src]"
 VARIATIONS = 16
 TAKES = 1 + VARIATIONS  # with the finished take made first
-ROWS = "document.querySelector('#takes').innerText.split('\\n').map(l => l.trim()).filter(l => l.includes('Take '))"
+ROWS = "(document.querySelector('#takes')?.innerText ?? '').split('\\n').map(l => l.trim()).filter(l => l.includes('Take '))"
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def test_takes_without_audio_clear_the_pane_and_cancelled_ones_can_go(studio) ->
     pick(page, "running")
     # The pane follows the pick: the player names the running take and has nothing of the previous one.
     page.wait_for_selector("#take-cancel", state="visible", timeout=30_000)
-    page.wait_for_function("document.querySelector('#take-audio').innerText.includes('no audio yet')",
+    page.wait_for_function("(document.querySelector('#take-audio')?.innerText ?? '').includes('no audio yet')",
                            timeout=30_000)
     page.wait_for_function(f"!document.querySelector('{PLAYER}')", timeout=30_000)
     assert page.locator("#take-regions .wr-canvas").count() == 0
@@ -112,7 +112,7 @@ def test_takes_without_audio_clear_the_pane_and_cancelled_ones_can_go(studio) ->
     page.wait_for_selector(PLAYER, state="attached", timeout=30_000)
     pick(page, "cancelled")
     page.wait_for_selector("#take-retry", state="visible", timeout=30_000)
-    page.wait_for_function("document.querySelector('#take-audio').innerText.includes('cancelled, no audio')",
+    page.wait_for_function("(document.querySelector('#take-audio')?.innerText ?? '').includes('cancelled, no audio')",
                            timeout=30_000)
     page.wait_for_function(f"!document.querySelector('{PLAYER}')", timeout=30_000)
 
@@ -143,7 +143,7 @@ def test_takes_without_audio_clear_the_pane_and_cancelled_ones_can_go(studio) ->
                            f" === {TAKES - n_cancelled}", timeout=30_000)
     # Delete them all at once.
     page.click("#delete-cancelled")
-    page.wait_for_function("document.querySelector('#take-note').innerText.includes("
+    page.wait_for_function("(document.querySelector('#take-note')?.innerText ?? '').includes("
                            f"'Deleted {n_cancelled} cancelled take')", timeout=30_000)
     page.wait_for_function(f"document.querySelectorAll('#takes label').length === {TAKES - n_cancelled}",
                            timeout=30_000)

@@ -97,13 +97,9 @@ def test_a_native_encoder_crash_fails_the_take_and_leaves_nothing(tmp_path: Path
 
 
 def test_the_studio_keeps_serving_after_an_encoder_crash(tmp_path: Path, crashing_ogg: None) -> None:
-    from studio_helpers import api_client, form, in_process_studio
+    from studio_helpers import api_client, form, studio_on_test_model
 
-    from studio.testmodel import ensure_test_models
-
-    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
-    os.environ["GRADIO_TEMP_DIR"] = str(tmp_path / "gradio")
-    with in_process_studio(tmp_path / "data", ensure_test_models()) as (url, svc):
+    with studio_on_test_model(tmp_path) as (url, svc):
         c = api_client(url, svc.config.data_dir)
         bad = c.predict(form(formats=["wav", "ogg"], title="Crashes"), "", api_name="/submit")
         final = list(c.submit(bad["takes"][0], api_name="/follow"))[-1]

@@ -15,15 +15,13 @@ import numpy as np
 import pytest
 import soundfile as sf
 from gradio_client import Client, handle_file
-from studio_helpers import api_client, form, in_process_studio
+from studio_helpers import api_client, form, in_process_studio, studio_on_test_model
 
 
 @pytest.fixture(scope="module")
-def studio(tmp_path_factory: pytest.TempPathFactory, test_models):
+def studio(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("studio")
-    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
-    os.environ["GRADIO_TEMP_DIR"] = str(tmp / "gradio")
-    with in_process_studio(tmp / "data", test_models, max_upload_mb=2, max_upload_s=60) as (url, svc):
+    with studio_on_test_model(tmp, max_upload_mb=2, max_upload_s=60) as (url, svc):
         yield url, svc, api_client(url, tmp / "data")
 
 

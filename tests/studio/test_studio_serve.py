@@ -59,14 +59,9 @@ def test_restart_keeps_sessions_and_marks_running_takes_interrupted(tmp_path: Pa
 def test_a_graceful_stop_leaves_running_takes_interrupted_not_cancelled(tmp_path: Path) -> None:
     """SIGTERM / Ctrl-C closes the engine, which cancels its jobs; the studio records them as interrupted
     (retryable, "the studio stopped"), the same as after a crash, not as if the musician cancelled."""
-    import os
+    from studio_helpers import api_client, studio_on_test_model
 
-    from studio_helpers import api_client, in_process_studio
-
-    from studio.testmodel import ensure_test_models
-
-    os.environ["GRADIO_TEMP_DIR"] = str(tmp_path / "gradio")
-    with in_process_studio(tmp_path / "data", ensure_test_models()) as (url, svc):
+    with studio_on_test_model(tmp_path) as (url, svc):
         c = api_client(url, svc.config.data_dir)
         r = c.predict(form(steps=200, variations=12), "", api_name="/submit")
         for snap in c.submit(r["takes"][0], api_name="/follow"):
