@@ -100,12 +100,23 @@ def cluster():
         if ray.is_initialized():
             ray.shutdown()
         c.shutdown()
-        # Ray's dashboard agent leaves when it sees its raylet gone, but only once it has finished starting: on
-        # a loaded 2-core CI machine one was still there after 20 s (and gone later). Anything left at 60 s leaked.
+        # Our device workers (drs-ray-) must leave by themselves. Ray's dashboard agent leaves when it sees its
+        # raylet gone, but only once it has finished starting: on a loaded 2-core CI machine one was still
+        # there after 20 s, and with the suite in three processes after 60 s (and gone later). What of Ray's
+        # own is left at 60 s gets what an operator's `ray stop` gives it, SIGTERM; anything left after that leaked.
         deadline = time.monotonic() + 60
         while (_ours(temp_dir) or _ours("drs-ray-")) and time.monotonic() < deadline:
             time.sleep(0.2)
-        left = _ours(temp_dir) + _ours("drs-ray-")
+        workers_left = _ours("drs-ray-")
+        for line in [] if workers_left else _ours(temp_dir):
+            try:
+                os.kill(int(line.split()[0]), signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 30
+        while _ours(temp_dir) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = workers_left + _ours(temp_dir)
         shutil.rmtree(temp_dir, ignore_errors=True)
         if before_tmp is None:
             os.environ.pop("RAY_TMPDIR", None)
