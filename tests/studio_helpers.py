@@ -78,6 +78,7 @@ def in_process_studio(data_dir: Path, models: Any | None, *, crop_frames: int = 
     status = status or (ModelStatus(ready=True, label="TEST MODEL: tiny random weights, noise not music") if engine else
               ModelStatus(ready=False, missing=["model file cfm_model.pt of 'diffrhythm-1.2' is missing; "
                                                 "run `studio models fetch`"]))
+    config = {"test_model": bool(models is not None and models.test), **config}  # as `serve --model test` says
     svc = Services(Store(data_dir), StudioConfig(data_dir, **config), engine=engine, model_status=status)
     demo = build_app(svc)
     _, url, _ = launch(demo, svc, port=free_port(), block=False)
