@@ -219,12 +219,15 @@ def write_once(root: Path) -> None:
     part = Path(tempfile.mkdtemp(prefix=f".{root.name}-", dir=root.parent))
     try:
         write_all(part)
-        try:
-            part.rename(root)
-        except OSError:  # another writer's folder got there first (or an old, incomplete one is in the way)
-            if not (root / "COMPLETE").is_file():
-                shutil.rmtree(root, ignore_errors=True)
+        for _ in range(3):
+            try:
                 part.rename(root)
+                return
+            except OSError:
+                if (root / "COMPLETE").is_file():
+                    return  # another writer's copy got there first
+                shutil.rmtree(root, ignore_errors=True)  # an old, incomplete folder is in the way
+        raise RuntimeError(f"could not put the test model in place at {root}")
     finally:
         shutil.rmtree(part, ignore_errors=True)
 
