@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 # What the check imports beyond the image (found by the rehearsal: it fails on anything missing).
 NEEDS=(msgspec pyzmq)
 # What the rehearsal's virtualenv gets besides torch: the image's packages the check imports.
-IMAGE_SUBSET=(numpy safetensors pytest pytest-xdist psutil)  # pytest-xdist: pyproject's addopts name -n
+IMAGE_SUBSET=(numpy safetensors pytest psutil)
 SHARED="${STUDIO_SHARED_DIR:-../shared}/reference/diffrhythm"
 
 image=$(grep -v '^#' bench/device_image.txt)
@@ -59,8 +59,10 @@ cp -r "$SHARED"/{README.md,vocal.npy,dit-tiny-base,dit-tiny-full,vae-tiny} "$des
 cp "$SHARED"/cases/{sampler_,vae_}* "$dest/cases/"
 
 # The rehearsal's environment: torch (this machine's CPU wheel) and image packages, nothing else.
-[ -x .venv-rehearse/bin/python ] || python3 -m venv .venv-rehearse
-.venv-rehearse/bin/pip install -q torch==2.13.0 "${IMAGE_SUBSET[@]}"  # (an older one may lack a newer entry)
+if [ ! -x .venv-rehearse/bin/python ]; then
+  python3 -m venv .venv-rehearse
+  .venv-rehearse/bin/pip install -q torch==2.13.0 "${IMAGE_SUBSET[@]}"
+fi
 
 echo "wheels:"; ls .device/wheels/*
 tree_kb=$(git ls-files -co --exclude-standard -z | du -ck --files0-from=- 2>/dev/null | tail -1 | cut -f1)

@@ -104,7 +104,7 @@ EOF
 
 # On the GPU every cuda test must run: a skip there (no reference set carried, no GPU seen) fails the step.
 # Here they must be collected and skip saying why; an error in them fails the step all the same.
-step cuda-tests 300 $PY -m pytest -q -rs -n 0 -m cuda tests/model/test_cuda.py -p no:cacheprovider \
+step cuda-tests 300 $PY -m pytest -q -rs -m cuda tests/model/test_cuda.py -p no:cacheprovider \
   --junitxml="$OUT/cuda_tests.xml"
 if [ "$REHEARSE" != 1 ]; then
   step cuda-tests-all-ran 10 $PY -c '
@@ -114,7 +114,7 @@ s = r if r.tag == "testsuite" else r.find("testsuite")
 print("cuda tests:", {k: s.get(k) for k in ("tests", "failures", "errors", "skipped")})
 sys.exit(int(s.get("skipped", 0)) > 0 or int(s.get("tests", 0)) == 0)' "$OUT/cuda_tests.xml"
 fi
-step compile-timing-tests 240 $PY -m pytest -q -rs -n 0 tests/model/test_compiled.py tests/worker/test_worker_timing.py \
+step compile-timing-tests 240 $PY -m pytest -q -rs tests/model/test_compiled.py tests/worker/test_worker_timing.py \
   -p no:cacheprovider --junitxml="$OUT/compile_timing_tests.xml"
 
 # The CPU's half of the accelerators work: one guided step at release width, float32 against bfloat16

@@ -34,9 +34,9 @@ _no_stray_event_loops()
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """One test process per core, and one more: on this 2-core machine the serial suite kept 1.2 cores busy
-    (most tests wait on a studio, a worker process, a browser or a Ray node), and three processes finished
-    it in 735 s where one took 1009 s. At most eight: each may hold a studio, a browser and a worker."""
+    """`-n auto`: one test process per core, and one more. On this 2-core machine the serial suite kept 1.2
+    cores busy (most tests wait on a studio, a worker process, a browser or a Ray node), and three processes
+    finished it in 735 s where one took 1009 s. At most eight: each may hold a studio, a browser and a worker."""
     return min(len(os.sched_getaffinity(0)) + 1, 8)
 
 

@@ -187,8 +187,8 @@ def set_advanced(page: Any, **values: int) -> None:
         page.get_by_text("Advanced").click()
     for name, value in values.items():
         box = page.locator(f"#{name} input[type='number']")
-        held = (f"document.querySelector(\"#{name} input[type='number']\").value === '{value}' && "
-                f"document.querySelector(\"#{name} input[type='range']\").value === '{value}'")
+        held = (f"document.querySelector(\"#{name} input[type='number']\")?.value === '{value}' && "
+                f"document.querySelector(\"#{name} input[type='range']\")?.value === '{value}'")
         for _ in range(20):
             if not page.evaluate(held):
                 box.fill(str(value))
