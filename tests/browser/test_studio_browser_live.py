@@ -45,7 +45,7 @@ def test_the_song_plays_while_it_is_decoded_without_a_restart(tmp_path) -> None:
             assert re.search(r"step|making the audio", at_first["progressAtFirstSound"]), at_first
             assert "done" not in at_first["progressAtFirstSound"]
             page.wait_for_function(f"{LIVE}.heard > 0.5", timeout=30_000)  # and the clock runs
-            page.wait_for_function("/[1-9] heard/.test((document.querySelector('#live-player')?.innerText ?? ''))")
+            page.wait_for_function("/[1-9] heard/.test(document.querySelector('#live-player')?.innerText ?? '')")
             save_viewport_below(page, tmp_path, "live-playback.png", "#progress")
             heard = [page.evaluate(f"{LIVE}.heard")]
             page.wait_for_function(f"{LIVE}.state === 'ended'", timeout=180_000)
