@@ -65,6 +65,7 @@ def main() -> int:
     tick = os.sysconf("SC_CLK_TCK")
     seen = {pid: (start, ticks) for pid, (start, ticks, _) in read_all().items()}  # not ours: before the run
     totals: Counter[str] = Counter()
+    started: Counter[str] = Counter()  # processes of each kind seen for the first time during the run
     t0 = time.monotonic()
     proc = subprocess.Popen(command)
     while True:
@@ -72,6 +73,8 @@ def main() -> int:
         for pid, (start, ticks, cmd) in read_all().items():
             before = seen.get(pid)
             base = before[1] if before and before[0] == start else 0  # a reused pid is a new process
+            if not (before and before[0] == start):
+                started[kind(cmd)] += 1
             if ticks > base:
                 totals[kind(cmd)] += ticks - base
             seen[pid] = (start, ticks)
@@ -80,9 +83,9 @@ def main() -> int:
         time.sleep(args.every)
     wall = time.monotonic() - t0
     busy = sum(totals.values()) / tick
-    print(f"\n{'core-s':>8}  kind of process   (wall {wall:.1f} s, exit {proc.returncode})")
+    print(f"\n{'core-s':>8}  {'started':>7}  kind of process   (wall {wall:.1f} s, exit {proc.returncode})")
     for name, ticks in totals.most_common():
-        print(f"{ticks / tick:8.1f}  {name}")
+        print(f"{ticks / tick:8.1f}  {started[name]:7d}  {name}")
     print(f"{busy:8.1f}  in all: {busy / wall:.2f} cores busy on average, of {len(os.sched_getaffinity(0))}")
     return proc.returncode
 
