@@ -1,4 +1,5 @@
-"""What the DiT and VAE loaders share: one error type and one strict key/shape comparison.
+"""What the model loaders share: one error type, one strict key/shape comparison, and modules built as
+shapes only (`empty_modules`) for the checkpoint to fill.
 
 Upstream loads non-strictly and silently keeps random weights for anything that does not match; here a
 checkpoint either fits the architecture exactly or the error names every key that does not.
@@ -6,7 +7,11 @@ checkpoint either fits the architecture exactly or the error names every key tha
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+import torch
+from torch.overrides import TorchFunctionMode
 
 
 class CheckpointError(ValueError):
@@ -37,3 +42,29 @@ def check_keys(expected: Mapping[str, Sequence[int]], found: Mapping[str, Sequen
         problems.append(f"wrong shapes ({len(shapes)}): {'; '.join(shapes[:12])}")
     if problems:
         raise CheckpointError(f"{what} does not match the architecture: " + " | ".join(problems))
+
+
+# Every random initialiser a module's constructor may call, as functions and as tensor methods.
+_INITS = frozenset(
+    [getattr(torch.nn.init, name) for name in dir(torch.nn.init) if name.endswith("_") and not name.startswith("_")]
+    + [torch.Tensor.normal_, torch.Tensor.uniform_, torch.Tensor.zero_, torch.Tensor.fill_]
+)
+
+
+class _SkipInit(TorchFunctionMode):
+    """Initialisers return their tensor untouched: on the meta device there is nothing to fill."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in _INITS:  # torch.nn.init passes its tensor by keyword, Tensor methods as self
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **(kwargs or {}))
+
+
+@contextmanager
+def empty_modules() -> Iterator[None]:
+    """Build modules as shapes only, for `load_state_dict(..., assign=True)` to fill from the checkpoint:
+    on the meta device (no memory for weights that are replaced) and with the random init skipped. The
+    skip matters beyond time: `normal_` has no meta kernel, and its Python fallback imports torch._dynamo,
+    1.5 s of CPU at every worker start (nn.Embedding draws its init that way)."""
+    with torch.device("meta"), _SkipInit():
+        yield

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from device_worker.model.checkpoints import CheckpointError, check_keys
+from device_worker.model.checkpoints import CheckpointError, check_keys, empty_modules
 from device_worker.model.config import HALF_MODES, PRESETS, DiTConfig
 from device_worker.model.dit import DiT
 
@@ -136,7 +136,7 @@ def load_dit(
     else:
         cfg = _config_from_state(state)
     upcast = half_mode == "mixed" and dtype in (torch.float16, torch.bfloat16)
-    with torch.device("meta"):  # no memory for random init: every tensor comes from the file
+    with empty_modules():  # every tensor comes from the checkpoint
         model = DiT(cfg, exact_buffers=exact_buffers, upcast_residual=upcast)
     check_state_dict(model, state, source=f"{path} (config {asdict(cfg)})")
     model.load_state_dict(state, strict=True, assign=True)

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from device_worker.model.checkpoints import empty_modules
 from device_worker.model.vae_checkpoint import (
     CheckpointError,
     OobleckConfig,
@@ -264,7 +265,7 @@ def vae_from_state_dict(
     """Build the VAE that a state dict describes (any accepted layout, see `vae_checkpoint`), strictly."""
     sd = canonical_state_dict(state_dict)
     config = infer_config(sd)
-    with torch.device("meta"):
+    with empty_modules():  # every tensor comes from the checkpoint
         model = OobleckVAE(config)
     check_against(model.state_dict(), sd)
     model.load_state_dict(sd, strict=True, assign=True)

@@ -1,5 +1,5 @@
-"""MuQ-MuLan style encoder, written on plain torch + transformers 5 (the `muq` package cannot be
-installed beside our CPU torch and transformers 5; see docs/models.md).
+"""MuQ-MuLan style encoder, written on plain torch, its tokenizer on the `tokenizers` library (the `muq`
+package cannot be installed beside our CPU torch and transformers 5; see docs/models.md).
 
 `load_style_model(mulan_dir, muq_config=..., text_dir=...) -> StyleModel` with
 `.embed_text(list[str]) -> [B, 512]` and `.embed_audio(wav_24k_mono [B, n]) -> [B, 512]`, both float32.
@@ -11,6 +11,7 @@ installed beside our CPU torch and transformers 5; see docs/models.md).
 | `mel` | MuQ's mel front end (torchaudio's MelSpectrogram, reproduced) |
 | `muq` | the audio tower: conv subsampling + wav2vec2-conformer |
 | `mulan` | the joint-embedding towers (audio and text) |
+| `roberta` | the text tower's XLM-RoBERTa encoder and its tokenizer |
 """
 
 from __future__ import annotations
@@ -20,17 +21,20 @@ from pathlib import Path
 
 import torch
 
+from device_worker.model.checkpoints import empty_modules
+
 from .load import (
     build_mulan,
+    check_buffers,
     companion_paths,
     load_weights,
-    materialise_buffers,
     read_json,
     read_state_dict,
     weights_file,
 )
 from .mulan import MuLan, MuLanConfig
 from .muq import MuQConfig
+from .roberta import Tokenizer
 
 __all__ = ["StyleModel", "load_style_model", "MuLanConfig", "MuQConfig"]
 
@@ -40,7 +44,7 @@ MAX_TEXT_TOKENS = 512  # XLM-R position table; muq would crash past it, we trunc
 @dataclass
 class StyleModel:
     mulan: MuLan
-    tokenizer: object
+    tokenizer: Tokenizer
     config: MuLanConfig
     device: torch.device
 
@@ -80,8 +84,8 @@ class StyleModel:
         for text in texts:
             if not text.strip():
                 raise ValueError("empty style text")
-            tok = self.tokenizer([text], return_tensors="pt", truncation=True, max_length=MAX_TEXT_TOKENS)
-            out.append(self.mulan.text_latents(tok["input_ids"].to(self.device), tok["attention_mask"].to(self.device)))
+            ids, mask = self.tokenizer(text)
+            out.append(self.mulan.text_latents(ids.to(self.device), mask.to(self.device)))
         return torch.cat(out).float().cpu()
 
 
@@ -93,8 +97,6 @@ def load_style_model(
     the xlm-roberta-base folder (config.json + tokenizer.json). Either, when omitted, is found as
     `path/muq/config.json` / `path/text`, or beside `path` in a `<dir>/<org>/<repo>` tree or the Hugging
     Face cache (the repos MuQ-MuLan's config names)."""
-    from transformers import AutoTokenizer
-
     path = Path(path)
     cfg = MuLanConfig.from_json(read_json(path / "config.json"))
     if muq_config is None or text_dir is None:
@@ -105,10 +107,10 @@ def load_style_model(
     if cfg.audio_model_dim != muq_cfg.encoder_dim:
         raise ValueError(f"MuLan expects a {cfg.audio_model_dim}-d audio model, MuQ config gives {muq_cfg.encoder_dim}")
     sd = read_state_dict(weights_file(path))
-    with torch.device("meta"):  # no random init of ~700M parameters that the checkpoint replaces
+    with empty_modules():  # every tensor comes from the checkpoint
         mulan = build_mulan(cfg, muq_cfg, text_dir)
     load_weights(mulan, sd)
-    materialise_buffers(mulan)
+    check_buffers(mulan)
     mulan.eval().to(device)
-    tokenizer = AutoTokenizer.from_pretrained(str(text_dir))
+    tokenizer = Tokenizer(text_dir / "tokenizer.json", max_length=MAX_TEXT_TOKENS)
     return StyleModel(mulan=mulan, tokenizer=tokenizer, config=cfg, device=torch.device(device))

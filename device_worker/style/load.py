@@ -17,6 +17,7 @@ from torch import nn
 
 from .mulan import MuLan, MuLanConfig
 from .muq import MuQConfig
+from .roberta import RobertaConfig, XLMRoberta
 
 # Checkpoint keys that the feature path never reads, each with the reason. Anything else that does
 # not map onto the model is an error, and so is any model key the checkpoint lacks, except the conformer's
@@ -69,11 +70,8 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
     return sd
 
 
-def build_text_model(text_dir: Path) -> nn.Module:
-    from transformers import XLMRobertaConfig, XLMRobertaModel
-
-    config = XLMRobertaConfig.from_pretrained(str(text_dir))
-    return XLMRobertaModel(config)  # with its pooler, as muq builds it (add_pooling_layer=True)
+def build_text_model(text_dir: Path) -> XLMRoberta:
+    return XLMRoberta(RobertaConfig.from_json(text_dir / "config.json"))  # with its pooler, as muq builds it
 
 
 def build_mulan(cfg: MuLanConfig, muq_cfg: MuQConfig, text_dir: Path) -> MuLan:
@@ -136,24 +134,12 @@ def load_weights(module: nn.Module, sd: dict[str, torch.Tensor], prefix: str = "
     module.load_state_dict(state, strict=True, assign=True)
 
 
-def materialise_buffers(module: nn.Module) -> None:
-    """Recreate the non-persistent buffers that building on `meta` left without values."""
-    from .mel import MelFrontEnd, mel_filterbank
-
-    for sub in module.modules():
-        if isinstance(sub, MelFrontEnd):
-            sub.window = torch.hann_window(sub.window.shape[0], periodic=True)
-            sub.fb = mel_filterbank()
-    for name, buf in list(module.named_buffers()):
+def check_buffers(module: nn.Module) -> None:
+    """Every buffer holds values after loading: the file filled the persistent ones, and the fixed tables
+    (the mel front end's) were made on the CPU while the rest was built on the meta device."""
+    for name, buf in module.named_buffers():
         if buf.is_meta:
-            owner = module.get_submodule(name.rpartition(".")[0])
-            leaf = name.rpartition(".")[2]
-            if leaf == "position_ids":
-                setattr(owner, leaf, torch.arange(buf.shape[-1]).expand(buf.shape))
-            elif leaf == "token_type_ids":
-                setattr(owner, leaf, torch.zeros(buf.shape, dtype=torch.long))
-            else:
-                raise RuntimeError(f"buffer {name} has no value after loading")
+            raise RuntimeError(f"buffer {name} has no value after loading")
 
 
 TEXT_ALIASES = {"xlm-roberta-base": ("xlm-roberta-base", "FacebookAI/xlm-roberta-base")}

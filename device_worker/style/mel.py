@@ -28,8 +28,8 @@ def mel_filterbank(
     n_freqs: int = N_FFT // 2 + 1, n_mels: int = N_MELS, sample_rate: int = SAMPLE_RATE
 ) -> torch.Tensor:
     """Triangular HTK mel filters [n_freqs, n_mels], as torchaudio's `melscale_fbanks` (norm=None)."""
-    all_freqs = torch.linspace(0, sample_rate // 2, n_freqs)
-    m_pts = torch.linspace(_hz_to_mel_htk(0.0), _hz_to_mel_htk(sample_rate / 2), n_mels + 2)
+    all_freqs = torch.linspace(0, sample_rate // 2, n_freqs, device="cpu")
+    m_pts = torch.linspace(_hz_to_mel_htk(0.0), _hz_to_mel_htk(sample_rate / 2), n_mels + 2, device="cpu")
     f_pts = 700.0 * (10.0 ** (m_pts / 2595.0) - 1.0)
     f_diff = f_pts[1:] - f_pts[:-1]  # (n_mels + 1,)
     slopes = f_pts.unsqueeze(0) - all_freqs.unsqueeze(1)  # (n_freqs, n_mels + 2)
@@ -43,8 +43,9 @@ class MelFrontEnd(nn.Module):
 
     def __init__(self, mean: float, std: float) -> None:
         super().__init__()
-        # Not persistent: MuQ's MelSTFT is a plain object, so these never appear in its checkpoints.
-        self.register_buffer("window", torch.hann_window(N_FFT, periodic=True), persistent=False)
+        # Not persistent: MuQ's MelSTFT is a plain object, so these never appear in its checkpoints. Made on
+        # the CPU even when the module is built on the meta device (`empty_modules`): no file fills them.
+        self.register_buffer("window", torch.hann_window(N_FFT, periodic=True, device="cpu"), persistent=False)
         self.register_buffer("fb", mel_filterbank(), persistent=False)
         self.mean = float(mean)
         self.std = float(std)

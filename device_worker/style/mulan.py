@@ -150,14 +150,14 @@ class AudioTower(nn.Module):
 class TextTower(nn.Module):
     def __init__(self, cfg: MuLanConfig, text_model: nn.Module) -> None:
         super().__init__()
-        self.model = text_model  # transformers XLMRobertaModel, as muq builds it
+        self.model = text_model  # XLM-R (roberta.XLMRoberta), as muq builds it
         self.transformer = Transformer(cfg.text)
         model_dim = cfg.text_model_dim
         self.proj = nn.Linear(model_dim, cfg.text.dim) if model_dim and model_dim != cfg.text.dim else nn.Identity()
         self.dim = cfg.text.dim
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        h = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (B, L, 768)
+        h = self.model(input_ids, attention_mask)  # (B, L, 768)
         # muq runs its transformer and mean without the mask (pads count); we embed one text at a time.
         return self.transformer(self.proj(h)).mean(dim=-2)
 

@@ -199,8 +199,9 @@ class ConformerLayer(nn.Module):
 
 def rotary_inv_freq(head_size: int, base: float) -> torch.Tensor:
     """The rotary table transformers' `Wav2Vec2ConformerRotaryPositionalEmbedding` builds:
-    1 / base^(2i / head_size) for i < head_size / 2, float32, head_size = hidden_size // heads."""
-    return 1.0 / (base ** (torch.arange(0, head_size, 2, dtype=torch.int64).float() / head_size))
+    1 / base^(2i / head_size) for i < head_size / 2, float32, head_size = hidden_size // heads. On the CPU
+    even while the model is built on the meta device, where this arithmetic would import torch._dynamo."""
+    return 1.0 / (base ** (torch.arange(0, head_size, 2, dtype=torch.int64, device="cpu").float() / head_size))
 
 
 class RotaryEmbedding(nn.Module):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -135,3 +137,21 @@ def test_ema_layout_and_unknown_name(tiny_dit_base: Path, tmp_path: Path) -> Non
     assert read_state_dict(tmp_path / "ema.pt").keys() == read_state_dict(tiny_dit_base / "cfm_model.pt").keys()
     with pytest.raises(ValueError, match="unknown model name"):
         DiTConfig.from_name("diffrhythm-9")
+
+
+def test_loading_every_model_and_embedding_a_style_imports_neither_dynamo_nor_transformers(test_models) -> None:
+    """What a worker start pays: models built on the meta device never reach torch's Python reference ops
+    (their first use imports torch._dynamo, ~1.5 s of CPU), and the style text tower is plain torch with
+    the `tokenizers` library (transformers: ~1 s more). Only Whisper, on first use, imports transformers."""
+    code = (
+        "import sys\n"
+        "from device_worker.model.load import load_dit\n"
+        "from device_worker.model.vae import load_vae\n"
+        "from device_worker.style import load_style_model\n"
+        f"load_dit({test_models.base!r}); load_vae({test_models.vae!r})\n"
+        f"load_style_model({test_models.style!r}).embed_text(['dreamy synth pop'])\n"
+        "print(sorted(m for m in ('torch._dynamo', 'transformers') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
