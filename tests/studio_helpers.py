@@ -61,7 +61,8 @@ def in_process_studio(data_dir: Path, models: Any | None, *, crop_frames: int = 
                       **config: Any):
     """The app launched in this process (engine with one real CPU worker, or none: no weights). The worker
     is served by a thread of this process over the real socket and messages (`WorkerSpec.in_process`): a
-    worker process costs ~4 s to start; tests of the process itself (faults, signals, restarts) start one."""
+    worker process costs ~1.5 s of CPU to start on the test model; tests of the process itself (faults,
+    signals, restarts) start one."""
     from studio.app import build_app, launch
     from studio.config import StudioConfig
     from studio.services import ModelStatus, Services
