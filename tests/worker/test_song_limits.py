@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+from lyrics_fixtures import needs_espeak
 
 from device_worker import controls
 from engine.request import SongRequest
@@ -63,17 +64,21 @@ def test_a_bad_duration_is_named_once(tmp_path) -> None:
     assert [p.field for p in problems] == ["duration"], problems
 
 
+@needs_espeak
 def test_a_file_ending_with_a_sung_line_gets_its_end_marker() -> None:
     """Three sung lines on the 95 s model: all three are sung, the added marker is reported; a file
-    with its own empty last line is left as written; the full model needs no marker."""
+    with its own empty last line is left as written; the full model needs no marker. On the test model's
+    vocabulary, which a fresh clone has without any download or ../shared."""
     from engine.request import layout_request_lyrics
+    from studio.testmodel import lyric_tokenizer
 
+    tok = lyric_tokenizer()
     three = "[00:01.00]hello neon night\n[00:04.00]goodbye moon\n[00:08.00]and the stars fade\n"
-    lay = layout_request_lyrics(SongRequest(lyrics=three, duration=95))
+    lay = layout_request_lyrics(SongRequest(lyrics=three, duration=95), tokenizer=tok)
     assert lay.can_sing and [r.status for r in lay.lines] == ["sung", "sung", "sung", "end"]
     assert any("end marker added at 00:" in n for n in lay.notes)
-    own = layout_request_lyrics(SongRequest(lyrics=three + "[00:20.00]\n", duration=95))
+    own = layout_request_lyrics(SongRequest(lyrics=three + "[00:20.00]\n", duration=95), tokenizer=tok)
     assert own.lines[-1].raw.strip() == "[00:20.00]" and not any("end marker added" in n for n in own.notes)
-    full = layout_request_lyrics(SongRequest(lyrics=three, duration=120))
+    full = layout_request_lyrics(SongRequest(lyrics=three, duration=120), tokenizer=tok)
     assert [r.status for r in full.lines] == ["sung", "sung", "sung"] and not full.notes
-    assert SongRequest(lyrics=three, style="pop", duration=95).validate().ok  # no longer refused
+    assert SongRequest(lyrics=three, style="pop", duration=95).validate(tokenizer=tok).ok  # no longer refused
