@@ -52,12 +52,15 @@ _INITS = frozenset(
 
 
 class _SkipInit(TorchFunctionMode):
-    """Initialisers return their tensor untouched: on the meta device there is nothing to fill."""
+    """Initialisers return a meta tensor untouched (there is nothing to fill); a real one is filled."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
         if func in _INITS:  # torch.nn.init passes its tensor by keyword, Tensor methods as self
-            return args[0] if args else kwargs["tensor"]
-        return func(*args, **(kwargs or {}))
+            tensor = args[0] if args else kwargs["tensor"]
+            if tensor.is_meta:
+                return tensor
+        return func(*args, **kwargs)
 
 
 @contextmanager

@@ -155,3 +155,13 @@ def test_loading_every_model_and_embedding_a_style_imports_neither_dynamo_nor_tr
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
+
+
+def test_empty_modules_skips_only_the_init_of_meta_tensors() -> None:
+    from device_worker.model.checkpoints import empty_modules
+
+    with empty_modules():
+        emb = torch.nn.Embedding(4, 3)
+        table = torch.empty(3, device="cpu").fill_(2.0)  # a real tensor made inside: filled as asked
+    assert emb.weight.is_meta and torch.equal(table, torch.full((3,), 2.0))
+    assert not torch.nn.Embedding(2, 2).weight.is_meta  # the context is left behind
