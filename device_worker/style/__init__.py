@@ -7,7 +7,7 @@ package cannot be installed beside our CPU torch and transformers 5; see docs/mo
 | module | role |
 |---|---|
 | `__init__` | `StyleModel` and `load_style_model`: the two towers behind two calls |
-| `load` | the released files read strictly into the port (companion config, tokenizer) |
+| `load` | the released files read strictly into the port (companion configs, the XLM-R folder) |
 | `mel` | MuQ's mel front end (torchaudio's MelSpectrogram, reproduced) |
 | `muq` | the audio tower: conv subsampling + wav2vec2-conformer |
 | `mulan` | the joint-embedding towers (audio and text) |

@@ -10,6 +10,7 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 torch = pytest.importorskip("torch")
 
+from shared_paths import SHARED  # noqa: E402
 from tiny_mulan import write_tiny_mulan  # noqa: E402
 
 from device_worker.style import load_style_model  # noqa: E402
@@ -253,3 +254,34 @@ def test_path_alone_finds_the_companion_repos(tiny, tmp_path):
     shutil.rmtree(hub / "models--xlm-roberta-base")
     with pytest.raises(FileNotFoundError, match="xlm-roberta-base config.json \\+ tokenizer.json .*studio models fetch"):
         load_style_model(snap)
+
+
+
+TEXTS = ["dreamy synth pop", "  Ünïcödé  你好 🎵 ", "rock and roll " * 400]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_tokenizer_gives_transformers_ids_for_xlm_roberta_base(text) -> None:
+    """On xlm-roberta-base's own tokenizer.json (../shared's copy), the ids of transformers' fast tokenizer,
+    truncated the same way, <s> and </s> kept."""
+    from transformers import AutoTokenizer
+
+    from device_worker.style import MAX_TEXT_TOKENS
+    from device_worker.style.roberta import Tokenizer
+
+    folder = SHARED / "reference" / "muq" / "models" / "FacebookAI" / "xlm-roberta-base"
+    if not (folder / "tokenizer.json").is_file():
+        pytest.skip(f"{folder} is absent (../shared holds xlm-roberta-base's tokenizer)")
+    ids, mask = Tokenizer(folder / "tokenizer.json", max_length=MAX_TEXT_TOKENS)(text)
+    want = AutoTokenizer.from_pretrained(str(folder))([text], truncation=True, max_length=MAX_TEXT_TOKENS)
+    assert ids[0].tolist() == want["input_ids"][0] and mask[0].tolist() == want["attention_mask"][0]
+
+
+def test_a_style_text_past_512_tokens_is_cut_there_and_still_embeds(test_models) -> None:
+    from device_worker.style import MAX_TEXT_TOKENS
+
+    model = load_style_model(test_models.style)
+    ids, mask = model.tokenizer(TEXTS[-1])
+    assert ids.shape == mask.shape == (1, MAX_TEXT_TOKENS) and bool(mask.all())
+    assert (ids[0, 0].item(), ids[0, -1].item()) == (0, 2)  # <s> ... </s>
+    assert model.embed_text([TEXTS[-1]]).shape == (1, 512)
