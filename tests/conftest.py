@@ -33,6 +33,32 @@ def _no_stray_event_loops() -> None:
 _no_stray_event_loops()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A failed test's report ends with the tail of each `studio serve` log written while it ran: what the
+    studio did (a Generate refused, a job queued, a worker lost) is what a page-level failure leaves out,
+    and on CI the temp folders holding the logs are gone."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.when == "setup":
+        item.stash[_STARTED] = call.start
+    if not report.failed:
+        return
+    from studio_helpers import SERVE_LOGS
+
+    started = item.stash.get(_STARTED, call.start)
+    for log in dict.fromkeys(SERVE_LOGS):
+        try:
+            if log.stat().st_mtime >= started:
+                report.sections.append((f"studio serve log {log.name} (last 40 lines)",
+                                        "\n".join(log.read_text(errors="replace").splitlines()[-40:])))
+        except OSError:
+            continue
+
+
+_STARTED = pytest.StashKey[float]()
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: one test process per core, and one more. On this 2-core machine the serial suite kept 1.2
     cores busy (most tests wait on a studio, a worker process, a browser or a Ray node), and three processes

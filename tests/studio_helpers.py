@@ -50,10 +50,15 @@ def api_client(url: str, data_dir: Path | None = None, token: str | None = None)
 
 
 def gradio_env(tmp: Path) -> dict[str, str]:
+    """A `studio serve` process's environment: Gradio's files in `tmp`, and the log level a musician's
+    studio logs at (INFO: one line per job and per Generate, with why one made nothing)."""
     env = dict(os.environ)
-    env.update(GRADIO_ANALYTICS_ENABLED="False", GRADIO_TEMP_DIR=str(tmp / "gradio"),
-               STUDIO_LOG_LEVEL="WARNING")
+    env.update(GRADIO_ANALYTICS_ENABLED="False", GRADIO_TEMP_DIR=str(tmp / "gradio"), STUDIO_LOG_LEVEL="INFO")
     return env
+
+
+# Every `studio serve` log a test process has written, for the failure report (tests/conftest.py).
+SERVE_LOGS: list[Path] = []
 
 
 @contextmanager
@@ -98,6 +103,7 @@ class ServeProcess:
         self.port = port or free_port()  # the same port after a restart: the browser's storage is per origin
         self.url = f"http://127.0.0.1:{self.port}/"
         self.log = open(tmp / f"serve-{self.port}.log", "w")
+        SERVE_LOGS.append(Path(self.log.name))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "studio.cli", "serve", "--model", "test", "--port", str(self.port),
              "--data-dir", str(data_dir), "--threads", "1", *extra],
@@ -123,9 +129,11 @@ class ServeProcess:
             time.sleep(0.25)
         raise TimeoutError(f"studio serve not ready after {timeout_s} s: {self.read_log()}")
 
-    def read_log(self) -> str:
+    def read_log(self, tail: int | None = 3000) -> str:
+        """The log's last `tail` characters (None: all of it)."""
         self.log.flush()
-        return Path(self.log.name).read_text()[-3000:]
+        text = Path(self.log.name).read_text()
+        return text if tail is None else text[-tail:]
 
     def kill(self) -> None:
         """Like a power cut: SIGKILL the studio and its worker processes at once, no cleanup.
