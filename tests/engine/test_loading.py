@@ -140,7 +140,7 @@ def test_ema_layout_and_unknown_name(tiny_dit_base: Path, tmp_path: Path) -> Non
 
 
 def test_loading_every_model_and_embedding_a_style_imports_neither_dynamo_nor_transformers(test_models) -> None:
-    """What a worker start pays: models built on the meta device never reach torch's Python reference ops
+    """What a worker start and a take's style match and decode pay: models built on the meta device never reach torch's Python reference ops
     (their first use imports torch._dynamo, ~1.5 s of CPU), and the style text tower is plain torch with
     the `tokenizers` library (transformers: ~1 s more). Only Whisper, on first use, imports transformers."""
     code = (
@@ -148,8 +148,11 @@ def test_loading_every_model_and_embedding_a_style_imports_neither_dynamo_nor_tr
         "from device_worker.model.load import load_dit\n"
         "from device_worker.model.vae import load_vae\n"
         "from device_worker.style import load_style_model\n"
-        f"load_dit({test_models.base!r}); load_vae({test_models.vae!r})\n"
-        f"load_style_model({test_models.style!r}).embed_text(['dreamy synth pop'])\n"
+        "import torch\n"
+        f"load_dit({test_models.base!r}); vae = load_vae({test_models.vae!r})\n"
+        f"style = load_style_model({test_models.style!r}); style.embed_text(['dreamy synth pop'])\n"
+        "style.embed_audio(torch.randn(1, 24000 * 12))  # the style match of a take: two 10 s clips\n"
+        "with torch.inference_mode(): vae.decode(torch.randn(1, 64, 32))\n"
         "print(sorted(m for m in ('torch._dynamo', 'transformers') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
