@@ -8,8 +8,8 @@ Both columns start the same worker on the test model (`studio serve --model test
 included, 1 thread) in one run; the second has those two imports done first, which is what the start paid
 before `device_worker.model.checkpoints.empty_modules` and `device_worker.style.roberta`. CPU is the worker
 process's own user + system time from /proc when it logs READY, so a loaded machine inflates wall time, not
-this. The floor is `import torch` alone. The lyrics check still imports transformers for Whisper on a
-worker's first check (device_worker/transcribe.py).
+this. The floor is `import torch` alone. The lyrics check's Whisper is plain torch too (what its first
+check costs: bench/first_lyrics_check.py).
 """
 
 from __future__ import annotations

@@ -17,9 +17,9 @@ that run it (torch on CPU/CUDA/MPS, ttnn on a Tenstorrent p100a). It imports not
 | | `__main__`, `devices` | `python -m device_worker`; what `--device auto` picks (CUDA, MPS, CPU) |
 | | `lifecycle` | one worker per device (lock files), stale sockets, RSS |
 | | `audio` | peak normalisation and int16 output, as upstream |
-| model | `model/` | the networks in plain torch: config, DiT, VAE, loading, the sampler, the compiled step |
+| model | `model/` | the networks in plain torch: config, DiT, VAE, Whisper, loading, the sampler, the compiled step |
 | | `style/` | MuQ-MuLan (audio and text towers) and its loader |
-| | `transcribe` | Whisper in the worker (the lyrics check; also `python -m device_worker.transcribe`) |
+| | `transcribe` | the lyrics check: Whisper loaded, windows heard, word times by DTW (also `python -m device_worker.transcribe`) |
 | backends | `backends/` | `base` (the interface and the shared sampler driver), `torch_backend`, `ttnn/` |
 """
 

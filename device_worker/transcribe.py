@@ -1,21 +1,21 @@
 """Whisper in the worker: what words a take sings, with times (the lyrics check, issue 30).
 
 `load_transcriber(path)` reads a Whisper checkpoint in the Hugging Face hub layout (config.json,
-generation_config.json with `alignment_heads`, model.safetensors, the tokenizer files,
-preprocessor_config.json) through `transformers`, which is already a dependency of the worker. It is
-loaded on the first TRANSCRIBE call and kept resident, like the style model.
+generation_config.json with `alignment_heads`, model.safetensors, tokenizer.json or vocab.json,
+preprocessor_config.json) into the plain-torch port (device_worker.model.whisper). It is loaded on the
+first TRANSCRIBE call and kept resident, like the style model.
 
-Word times come from the cross-attention alignment that transformers computes for
-`return_token_timestamps=True` (dynamic time warping over the heads named in `alignment_heads`, as
-Whisper's own word timestamps). Long takes are not cut blindly at 30 s: the caller sends the windows
-to hear (the engine groups whole lyric lines into windows of at most 30 s), so no word is split at a
-window edge. No engine or studio import: this runs in the card's own Python.
+Word times are transformers' `return_token_timestamps=True` (Whisper's own word timestamps): the
+cross-attention of the heads named in `alignment_heads`, cut to each clip's audio, normalised per frame,
+median-filtered, averaged over the heads, and aligned to the tokens by dynamic time warping. Long takes are
+not cut blindly at 30 s: the caller sends the windows to hear (the engine groups whole lyric lines into
+windows of at most 30 s), so no word is split at a window edge. No engine or studio import: this runs in
+the card's own Python.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -94,19 +94,18 @@ def group_words(pieces: Sequence[tuple[bytes, float, float]]) -> list[Word]:
 
 
 class Transcriber:
-    """A Whisper model and its processor on one device; `transcribe` is safe to call from one thread."""
+    """A Whisper model on one device; `transcribe` is safe to call from one thread."""
 
-    def __init__(self, model: Any, processor: Any, model_id: str, device: str) -> None:
-        self.model, self.processor, self.model_id, self.device = model, processor, model_id, device
-        tok = processor.tokenizer
-        self._special = set(tok.all_special_ids)
-        gen = model.generation_config
-        self._timestamp_begin = int(getattr(gen, "no_timestamps_token_id", -1)) + 1 or None
+    def __init__(self, model: Any, decoding: Any, frontend: Any, tokens: dict[int, bytes], model_id: str,
+                 device: str) -> None:
+        self.model, self.decoding, self.frontend = model, decoding, frontend
+        self.tokens, self.model_id, self.device = tokens, model_id, device
 
     def transcribe(self, audio: np.ndarray, windows: Sequence[tuple[float, float]] | None = None,
                    language: str | None = None) -> list[Word]:
         """16 kHz mono float32 [n] -> words with times in the audio. `windows` ([start_s, end_s], each at
-        most 30 s) say what to hear; None: consecutive 30 s windows over the whole audio."""
+        most 30 s) say what to hear; None: consecutive 30 s windows over the whole audio. `language`
+        ("en", "zh", ...): None detects it per window."""
         import torch
 
         total = len(audio) / SAMPLE_RATE
@@ -119,63 +118,158 @@ class Transcriber:
                 raise ValueError(f"a window is at most {WINDOW_S:g} s, got [{a:.2f}, {b:.2f}]")
             if b > a:
                 spans.append((a, b))
+        lang = self.decoding.language_id(language) if language else None
         words: list[Word] = []
         for i in range(0, len(spans), BATCH):
             batch = spans[i:i + BATCH]
-            clips = [audio[int(a * SAMPLE_RATE):int(b * SAMPLE_RATE)] for a, b in batch]
-            feats = self.processor.feature_extractor(clips, sampling_rate=SAMPLE_RATE, return_tensors="pt",
-                                                     return_attention_mask=True)
-            features = feats.input_features.to(self.device, self.model.dtype)
-            # the mask tells the alignment where each clip's audio ends, so short windows get true times
-            kwargs: dict[str, Any] = {"task": "transcribe", "attention_mask": feats.attention_mask.to(self.device)}
-            if language:
-                kwargs["language"] = language
-            with torch.inference_mode():
-                out = self.model.generate(features, return_token_timestamps=True, return_dict_in_generate=True,
-                                          **kwargs)
-            seqs = out["sequences"].cpu().tolist()
-            stamps = out["token_timestamps"].float().cpu().numpy()
-            for (a, b), seq, ts in zip(batch, seqs, stamps, strict=True):
+            mel, frames = self.frontend([audio[int(a * SAMPLE_RATE):int(b * SAMPLE_RATE)] for a, b in batch])
+            mel = mel.to(self.device)
+            langs = [lang] * len(batch) if lang is not None or not self.decoding.languages \
+                else self.model.detect_language(mel, self.decoding)
+            prompt = torch.tensor(self.decoding.prompt(langs), device=mel.device)
+            seqs, weights = self.model.generate(mel, prompt, self.decoding)
+            stamps = token_times(weights.cpu(), frames, prompt.shape[1], self.model.config.median_filter_width)
+            for (a, b), seq, ts in zip(batch, seqs.cpu().tolist(), stamps, strict=True):
                 words += [w for w in self._words(seq, ts, a) if w.start < b + 0.5]
         return words
 
     def _words(self, seq: list[int], ts: np.ndarray, offset: float) -> list[Word]:
-        tok = self.processor.tokenizer
+        """A token's time runs from the previous token's DTW time to its own (as the times were read with
+        transformers); special and timestamp tokens carry no text."""
         pieces = []
         for k, t in enumerate(seq):
-            if t in self._special or (self._timestamp_begin and t >= self._timestamp_begin):
+            raw = self.tokens.get(int(t))
+            if raw is None:
                 continue
-            token = tok.convert_ids_to_tokens(int(t))
-            if token is None:
-                continue
-            raw = bytes(_BYTES[c] for c in token if c in _BYTES)
             start = float(ts[k - 1]) if k > 0 and k - 1 < len(ts) else float(ts[k])
             end = float(ts[k]) if k < len(ts) else start
             pieces.append((raw, offset + start, offset + max(end, start)))
         return group_words(pieces)
 
 
-_lock = threading.Lock()
+def token_times(weights: Any, frames: Sequence[int], n_prompt: int, filter_width: int,
+                precision: float = 0.02) -> np.ndarray:
+    """Alignment heads' cross-attention [B, heads, rows, positions] -> a time (s) per sequence position
+    [B, n_prompt + rows + 1]: 0 for the prompt, each generated token's start by DTW, the last repeated.
+    Each clip is cut to its own audio (`frames` // 2 encoder positions), normalised over the tokens,
+    median-filtered over time and averaged over the heads first."""
+    import torch
+
+    batch, _, rows, _ = weights.shape
+    out = np.zeros((batch, n_prompt + rows + 1), np.float32)
+    if rows == 0:
+        return out
+    for b in range(batch):
+        m = weights[b, :, :, :max(1, frames[b] // 2)]
+        std, mean = torch.std_mean(m, dim=-2, keepdim=True, unbiased=False)
+        m = _median_filter((m - mean) / std, filter_width).mean(0)
+        text, time = dtw(-m.double().numpy())
+        first = np.concatenate([[True], np.diff(text) != 0])
+        jumps = time[first] * precision
+        out[b, n_prompt:] = np.concatenate([jumps, jumps[-1:]])
+    return out
+
+
+def _median_filter(x: Any, width: int) -> Any:
+    """Median over the last axis in a window of odd `width`, edges reflected (left as is when too short)."""
+    import torch
+
+    pad = width // 2
+    if x.shape[-1] <= pad:
+        return x
+    x = torch.nn.functional.pad(x, (pad, pad, 0, 0), mode="reflect")
+    return x.unfold(-1, width, 1).sort()[0][..., pad]
+
+
+def dtw(cost_in: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cheapest monotonic path through cost_in [text, time] from (0, 0) to the far corner: (text index,
+    time index) per path cell. Costs add up in float32 and a tie goes to the step along time, then to
+    the step along text (as Whisper's and transformers' loops do); cells on one anti-diagonal only depend
+    on the two before it, so each diagonal is one vector step instead of a Python loop per cell."""
+    n, m = cost_in.shape
+    cost = np.full((n + 1, m + 1), np.inf, np.float32)
+    trace = np.full((n + 1, m + 1), -1, np.int8)
+    cost[0, 0] = 0
+    for d in range(2, n + m + 1):
+        i = np.arange(max(1, d - m), min(n, d - 1) + 1)
+        j = d - i
+        c0, c1, c2 = cost[i - 1, j - 1], cost[i - 1, j], cost[i, j - 1]
+        t = np.where((c0 < c1) & (c0 < c2), 0, np.where((c1 < c0) & (c1 < c2), 1, 2))
+        c = np.choose(t, [c0, c1, c2])
+        cost[i, j] = (cost_in[i - 1, j - 1] + c.astype(np.float64)).astype(np.float32)
+        trace[i, j] = t
+    trace[0, :], trace[:, 0] = 2, 1
+    i, j, text, time = n, m, [], []
+    while i > 0 or j > 0:
+        text.append(i - 1)
+        time.append(j - 1)
+        step = trace[i, j]
+        i, j = (i - 1, j - 1) if step == 0 else (i - 1, j) if step == 1 else (i, j - 1)
+    return np.array(text[::-1]), np.array(time[::-1])
+
+
+def _read_tokens(folder: Path, timestamp_begin: int | None) -> dict[int, bytes]:
+    """id -> the bytes it spells, for every token that carries text (special and timestamp tokens left out):
+    tokenizer.json's BPE vocabulary and added tokens, or the older vocab.json + added_tokens.json."""
+    import json
+
+    special: set[int] = set()
+    if (folder / "tokenizer.json").is_file():
+        data = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+        vocab = dict(data["model"]["vocab"])
+        for t in data.get("added_tokens", []):
+            vocab[t["content"]] = t["id"]
+            if t.get("special"):
+                special.add(t["id"])
+    elif (folder / "vocab.json").is_file():
+        vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
+        added = folder / "added_tokens.json"
+        extra = json.loads(added.read_text(encoding="utf-8")) if added.is_file() else {}
+        vocab.update(extra)
+        special = {i for t, i in extra.items() if t.startswith("<|")}
+    else:
+        raise FileNotFoundError(f"{folder.name}: no tokenizer.json or vocab.json")
+    return {int(i): bytes(_BYTES[c] for c in tok if c in _BYTES) for tok, i in vocab.items()
+            if int(i) not in special and (timestamp_begin is None or int(i) < timestamp_begin)}
 
 
 def load_transcriber(path: str | Path, *, device: str = "cpu", dtype: Any = None) -> Transcriber:
-    """A Whisper checkpoint folder (hub layout) -> Transcriber. Eager attention: the word times need
-    the cross-attention weights, which fused kernels do not return."""
+    """A Whisper checkpoint folder (hub layout) -> Transcriber (float32 unless `dtype` says otherwise)."""
+    import json
+
     import torch
-    from transformers import WhisperForConditionalGeneration, WhisperProcessor
+    from safetensors.torch import load_file
+
+    from device_worker.model.checkpoints import CheckpointError, check_keys, empty_modules
+    from device_worker.model.whisper import Decoding, LogMel, Whisper, WhisperConfig
 
     folder = Path(path)
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"{folder.name}: not a Whisper checkpoint folder (no config.json)")
-    with _lock:  # transformers' lazy module imports are not thread-safe on first use
-        model = WhisperForConditionalGeneration.from_pretrained(
-            str(folder), attn_implementation="eager", dtype=dtype or torch.float32)
-        processor = WhisperProcessor.from_pretrained(str(folder))
-    if not getattr(model.generation_config, "alignment_heads", None):
+    gen_file = folder / "generation_config.json"
+    gen = json.loads(gen_file.read_text()) if gen_file.is_file() else {}
+    if not gen.get("alignment_heads"):
         raise ValueError(f"{folder.name}: generation_config.json has no alignment_heads; word times need them")
-    model.to(device).eval()
-    return Transcriber(model, processor, folder.name, device)
-
+    config = WhisperConfig.from_hub(json.loads((folder / "config.json").read_text()))
+    decoding = Decoding.from_hub(gen)
+    pre_file = folder / "preprocessor_config.json"
+    pre = json.loads(pre_file.read_text()) if pre_file.is_file() else {}
+    frontend = LogMel(int(pre.get("feature_size", config.n_mels)), n_fft=int(pre.get("n_fft", 400)),
+                      hop=int(pre.get("hop_length", 160)), n_samples=int(pre.get("n_samples", 480_000)))
+    if not (folder / "model.safetensors").is_file():
+        raise FileNotFoundError(f"{folder.name}: no model.safetensors")
+    state = load_file(str(folder / "model.safetensors"))
+    state.pop("proj_out.weight", None)  # tied to the token embedding
+    with empty_modules():
+        model = Whisper(config)
+    check_keys({k: v.shape for k, v in model.state_dict().items()}, {k: v.shape for k, v in state.items()},
+               f"{folder.name}/model.safetensors")
+    model.load_state_dict(state, strict=True, assign=True)
+    if any(layer >= config.decoder_layers or head >= config.decoder_heads for layer, head in decoding.alignment_heads):
+        raise CheckpointError(f"{folder.name}: alignment_heads name a layer or head the decoder does not have")
+    model.to(device, dtype or torch.float32).eval()
+    ts_begin = decoding.no_timestamps + 1 if decoding.no_timestamps is not None else None
+    return Transcriber(model, decoding, frontend, _read_tokens(folder, ts_begin), folder.name, device)
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m device_worker.transcribe FOLDER AUDIO.npy WINDOWS.json [LANGUAGE] [DEVICE]`: the words

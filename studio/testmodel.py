@@ -13,7 +13,7 @@ Layout (what `engine.config.Models` points at):
     vocal.npy                              negative style, [1, 512] unit vector
     vocab.json                             phone vocabulary: punctuation + English IPA phones (ours)
     whisper/                               Whisper (lyrics check), hub layout, d_model 32 (studio.testwhisper)
-torch, transformers and tokenizers are imported only when the files must be written.
+torch and tokenizers are imported only when the files must be written (transformers never).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 LABEL = "TEST MODEL: tiny random weights, noise not music"
-VERSION = 4  # bump when the layout or sizes change, so old folders are rebuilt
+VERSION = 5  # bump when the layout or sizes change, so old folders are rebuilt
 # `n_head` 2 (head width 32): upstream never reads `heads`, so a config without `n_head` gets 32 heads, here
 # of width 2, and a 6144-frame step took 10 s on one core (32 attention maps of 6144^2) where 2 heads take 1 s.
 DIT = {"dim": 64, "depth": 2, "heads": 32, "n_head": 2, "ff_mult": 2, "text_dim": 512, "conv_layers": 1, "mel_dim": 64,
@@ -179,7 +179,6 @@ def _write_mulan(folder: Path) -> None:
 def write_tiny_text_model(text_dir: Path, max_positions: int = 1026) -> None:
     """A 31-piece Unigram tokenizer and a 1-layer XLM-R config in the hub's layout (tests reuse it)."""
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import XLMRobertaConfig
 
     vocab = [("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), ("▁", -2.0)]
     vocab += [(c, -1.0) for c in "abcdefghijklmnopqrstuvwxyz"]
@@ -189,8 +188,14 @@ def write_tiny_text_model(text_dir: Path, max_positions: int = 1026) -> None:
         single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", 0), ("</s>", 2)])
     text_dir.mkdir(parents=True, exist_ok=True)
     tok.save(str(text_dir / "tokenizer.json"))
-    XLMRobertaConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                     intermediate_size=64, max_position_embeddings=max_positions).save_pretrained(text_dir)
+    # what transformers' XLMRobertaConfig(...).save_pretrained writes, its defaults included
+    config = {"architectures": ["XLMRobertaModel"], "model_type": "xlm-roberta", "vocab_size": len(vocab),
+              "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 64,
+              "max_position_embeddings": max_positions, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+              "attention_probs_dropout_prob": 0.1, "type_vocab_size": 2, "initializer_range": 0.02,
+              "layer_norm_eps": 1e-12, "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2,
+              "tie_word_embeddings": True}
+    (text_dir / "config.json").write_text(json.dumps(config, indent=2))
 
 
 def _write_negative_style(path: Path) -> None:

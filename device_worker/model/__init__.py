@@ -1,4 +1,4 @@
-"""The DiffRhythm networks in plain torch, read like nanoGPT / gpt-fast.
+"""The DiffRhythm networks (and the lyrics check's Whisper) in plain torch, read like nanoGPT / gpt-fast.
 
 | module | role |
 |---|---|
@@ -9,4 +9,5 @@
 | `sampling` | the one flow-matching Euler + CFG sampler for every backbone (`start_song` / `step_song` / ...) |
 | `compiled` | the DiT step under `torch.compile`, falling back to eager on any compile failure |
 | `vae` | the Oobleck VAE and its windowed decode; `vae_checkpoint` reads its TorchScript file's tensors |
+| `whisper` | Whisper for the lyrics check: the network, its log-mel front end, greedy decoding with the alignment heads kept |
 """

@@ -31,8 +31,15 @@ def mel_filterbank(
     all_freqs = torch.linspace(0, sample_rate // 2, n_freqs, device="cpu")
     m_pts = torch.linspace(_hz_to_mel_htk(0.0), _hz_to_mel_htk(sample_rate / 2), n_mels + 2, device="cpu")
     f_pts = 700.0 * (10.0 ** (m_pts / 2595.0) - 1.0)
+    return triangular_filters(all_freqs, f_pts)
+
+
+def triangular_filters(freqs: torch.Tensor, f_pts: torch.Tensor) -> torch.Tensor:
+    """Triangles over the STFT bin frequencies `freqs` [n_freqs], filter k rising from f_pts[k] to its peak
+    at f_pts[k + 1] and falling to f_pts[k + 2]: [n_freqs, len(f_pts) - 2], unnormalised (Whisper's front
+    end shares it, on the Slaney scale)."""
     f_diff = f_pts[1:] - f_pts[:-1]  # (n_mels + 1,)
-    slopes = f_pts.unsqueeze(0) - all_freqs.unsqueeze(1)  # (n_freqs, n_mels + 2)
+    slopes = f_pts.unsqueeze(0) - freqs.unsqueeze(1)  # (n_freqs, n_mels + 2)
     down = -slopes[:, :-2] / f_diff[:-1]
     up = slopes[:, 2:] / f_diff[1:]
     return torch.clamp(torch.minimum(down, up), min=0.0)

@@ -140,9 +140,10 @@ def test_ema_layout_and_unknown_name(tiny_dit_base: Path, tmp_path: Path) -> Non
 
 
 def test_loading_every_model_and_embedding_a_style_imports_neither_dynamo_nor_transformers(test_models) -> None:
-    """What a worker start and a take's style match and decode pay: models built on the meta device never reach torch's Python reference ops
-    (their first use imports torch._dynamo, ~1.5 s of CPU), and the style text tower is plain torch with
-    the `tokenizers` library (transformers: ~1 s more). Only Whisper, on first use, imports transformers."""
+    """What a worker start and a take's style match, decode and lyrics check pay: models built on the meta
+    device never reach torch's Python reference ops (their first use imports torch._dynamo, ~1.5 s of CPU),
+    the style text tower is plain torch with the `tokenizers` library, and so is Whisper (transformers and
+    its generate: ~2.5 s more in each worker's first lyrics check)."""
     code = (
         "import sys\n"
         "from device_worker.model.load import load_dit\n"
@@ -153,6 +154,8 @@ def test_loading_every_model_and_embedding_a_style_imports_neither_dynamo_nor_tr
         f"style = load_style_model({test_models.style!r}); style.embed_text(['dreamy synth pop'])\n"
         "style.embed_audio(torch.randn(1, 24000 * 12))  # the style match of a take: two 10 s clips\n"
         "with torch.inference_mode(): vae.decode(torch.randn(1, 64, 32))\n"
+        "from device_worker.transcribe import load_transcriber\n"
+        f"load_transcriber({test_models.lyrics!r}).transcribe(torch.randn(16000 * 12).numpy(), [(0, 6), (6, 12)], 'en')\n"
         "print(sorted(m for m in ('torch._dynamo', 'transformers') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
