@@ -17,7 +17,7 @@ import time
 import pytest
 from lyrics_fixtures import tokenizer, vocab_path  # noqa: F401
 
-from engine.lyrics.g2p import espeak_available
+from engine.lyrics.g2p import english, espeak_available
 from engine.request import SongRequest, layout_request_lyrics, lyrics_problem
 
 SEED, CASES = 20261203, 200
@@ -67,9 +67,12 @@ def _check_layout(layout, request: SongRequest) -> None:
 def test_fuzzed_lyrics_lay_out_or_say_why(tokenizer):  # noqa: F811
     rng = random.Random(SEED)
     refused = laid_out = 0
+    english._inflect_engine()  # its import (~4 s of CPU: typeguard instruments it) is no case's time
     for case in range(CASES):
         text, duration = _lyrics(rng), rng.choice([95, 95.0, 96, 120, 285, 200.5])
-        started = time.perf_counter()
+        # This process's CPU time: a run beside other test processes on two cores once took 20 s of wall
+        # time for a case that took a fraction of it in CPU; what other processes do is not the case's.
+        started = time.process_time()
         problem = lyrics_problem(text, duration)
         try:
             assert problem is None, problem
@@ -81,7 +84,7 @@ def test_fuzzed_lyrics_lay_out_or_say_why(tokenizer):  # noqa: F811
         else:
             _check_layout(layout, request)
             laid_out += 1
-        assert time.perf_counter() - started < 20, f"case {case} (seed {SEED}) took too long"
+        assert time.process_time() - started < 20, f"case {case} (seed {SEED}) took too long"
     assert laid_out > CASES // 2, (laid_out, refused)  # the fuzzer mostly reaches the layout
 
 
