@@ -19,6 +19,7 @@ the model symbol sequences it never saw in training.
 from __future__ import annotations
 
 import re
+import threading
 from functools import lru_cache
 from typing import Any
 
@@ -55,11 +56,31 @@ class EspeakMissing(RuntimeError):
     """espeak-ng (the library phonemizer drives) is not installed."""
 
 
-@lru_cache(maxsize=1)
-def _inflect_engine():  # imported lazily: inflect costs ~0.3 s at import
-    import inflect
+_import_lock = threading.Lock()
 
+
+@lru_cache(maxsize=1)
+def _inflect_engine():
+    """inflect, imported on the first number. Its functions are decorated with typeguard's `@typechecked`,
+    which at import re-parses and recompiles each one from its source (3.6 s of CPU here: a studio's live
+    lyric report stalled that long on the first digit typed) and then type-checks every call (~0.1 ms).
+    We only pass it ints and strs, so the decorator is made a no-op for the import: 0.26 s, and the
+    spelled words are the same (tests/lyrics/test_lyrics_reference.py, tests/lyrics/test_lyrics_g2p.py)."""
+    with _import_lock:  # the swap is process-wide: one import at a time, and always undone
+        import typeguard
+
+        checked = typeguard.typechecked
+        typeguard.typechecked = _unchecked
+        try:
+            import inflect
+        finally:
+            typeguard.typechecked = checked
     return inflect.engine()
+
+
+def _unchecked(target: Any = None, **_: Any) -> Any:
+    """`@typechecked` and `@typechecked(...)` as the identity."""
+    return target if target is not None else (lambda f: f)
 
 
 # inflect spells numbers up to 36 digits and raises past that (and int() refuses > 4300 digits): longer
