@@ -123,11 +123,11 @@ class Transcriber:
         for i in range(0, len(spans), BATCH):
             batch = spans[i:i + BATCH]
             mel, frames = self.frontend([audio[int(a * SAMPLE_RATE):int(b * SAMPLE_RATE)] for a, b in batch])
-            mel = mel.to(self.device)
+            encoded = self.model.encode(mel.to(self.device))  # once, for the language and the words
             langs = [lang] * len(batch) if lang is not None or not self.decoding.languages \
-                else self.model.detect_language(mel, self.decoding)
-            prompt = torch.tensor(self.decoding.prompt(langs), device=mel.device)
-            seqs, weights = self.model.generate(mel, prompt, self.decoding)
+                else self.model.detect_language(encoded, self.decoding)
+            prompt = torch.tensor(self.decoding.prompt(langs), device=encoded.device)
+            seqs, weights = self.model.generate(encoded, prompt, self.decoding)
             stamps = token_times(weights.cpu(), frames, prompt.shape[1], self.model.config.median_filter_width)
             for (a, b), seq, ts in zip(batch, seqs.cpu().tolist(), stamps, strict=True):
                 words += [w for w in self._words(seq, ts, a) if w.start < b + 0.5]

@@ -161,12 +161,16 @@ class Whisper(nn.Module):
         self.model = WhisperModel(c)
 
     @torch.inference_mode()
-    def generate(self, mel: torch.Tensor, prompt: torch.Tensor, d: Decoding,
+    def encode(self, mel: torch.Tensor) -> torch.Tensor:
+        """mel [B, n_mels, 3000] -> the encoder's output [B, 1500, d], read by every decoder step."""
+        return self.model.encoder(mel.to(self.model.encoder.conv1.weight.dtype))
+
+    @torch.inference_mode()
+    def generate(self, audio: torch.Tensor, prompt: torch.Tensor, d: Decoding,
                  ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Greedy decoding: mel [B, n_mels, 3000], prompt [B, P] -> tokens [B, L] (prompt included, ended
-        rows padded with `pad`) and the alignment heads' cross-attention [B, heads, L - P - 1, 1500]: one
-        row per generated token but the last, as transformers keeps them (none is computed for the last)."""
-        audio = self.model.encoder(mel.to(self.model.encoder.conv1.weight.dtype))
+        """Greedy decoding: encoded audio [B, 1500, d], prompt [B, P] -> tokens [B, L] (prompt included,
+        ended rows padded with `pad`) and the alignment heads' cross-attention [B, heads, L - P - 1, 1500]:
+        one row per generated token but the last, as transformers keeps them (none is computed for it)."""
         dec = self.model.decoder
         cross = [layer.encoder_attn.kv(audio) for layer in dec.layers]
         keep: dict[int, list[int]] = {}
@@ -192,18 +196,18 @@ class Whisper(nn.Module):
             if bool(done.all()):
                 break
             step_in = nxt[:, None]
-        weights = torch.cat(rows, 2) if rows else mel.new_zeros(mel.shape[0], len(order), 0, audio.shape[1])
+        weights = torch.cat(rows, 2) if rows else audio.new_zeros(audio.shape[0], len(order), 0, audio.shape[1]).float()
         return tokens, weights
 
     @torch.inference_mode()
-    def detect_language(self, mel: torch.Tensor, d: Decoding) -> list[int]:
-        """The most likely language token per clip, from one decoder step on <|startoftranscript|>."""
-        audio = self.model.encoder(mel.to(self.model.encoder.conv1.weight.dtype))
+    def detect_language(self, audio: torch.Tensor, d: Decoding) -> list[int]:
+        """The most likely language token per clip (encoded audio), from one decoder step on
+        <|startoftranscript|>."""
         dec = self.model.decoder
         cross = [layer.encoder_attn.kv(audio) for layer in dec.layers]
-        start = torch.full((mel.shape[0], 1), d.start, dtype=torch.long, device=mel.device)
+        start = torch.full((audio.shape[0], 1), d.start, dtype=torch.long, device=audio.device)
         logits = dec(start, [[] for _ in dec.layers], cross, {})[0][:, -1].float()
-        ids = torch.tensor(sorted(d.languages.values()), device=mel.device)
+        ids = torch.tensor(sorted(d.languages.values()), device=audio.device)
         return ids[logits[:, ids].argmax(-1)].tolist()
 
 

@@ -79,9 +79,10 @@ def test_features_tokens_and_times_equal_transformers(checkpoints, name, languag
     assert frames == want["frames"]
     torch.testing.assert_close(mel, want["mel"], atol=1e-5, rtol=0)
     d = t.decoding
-    langs = [d.language_id(language)] * len(clips) if language else t.model.detect_language(mel, d)
+    encoded = t.model.encode(mel)
+    langs = [d.language_id(language)] * len(clips) if language else t.model.detect_language(encoded, d)
     prompt = torch.tensor(d.prompt(langs))
-    tokens, weights = t.model.generate(mel, prompt, d)
+    tokens, weights = t.model.generate(encoded, prompt, d)
     assert torch.equal(tokens, want["tokens"]), (tokens, want["tokens"])
     times = token_times(weights, frames, prompt.shape[1], t.model.config.median_filter_width)
     np.testing.assert_allclose(times, want["times"], atol=1e-6, rtol=0)
