@@ -186,14 +186,30 @@ def open_ready_page(browser: Any, url: str, *, lyrics: str | None = None, style:
     return page
 
 
+def open_accordion(page: Any, label: str, inside: str) -> None:
+    """Open the accordion `label` until `inside` shows (a second call must not close it). On a loaded
+    machine one click was seen to leave it shut for 30 s (CI, the live-playback test): a person who sees
+    nothing open clicks again, and so does this."""
+    shown = page.locator(inside).first
+    for _ in range(4):
+        if shown.is_visible():
+            return
+        page.get_by_text(label).click()
+        try:
+            shown.wait_for(state="visible", timeout=10_000)
+            return
+        except Exception:  # playwright's TimeoutError: look again, click again
+            continue
+    raise AssertionError(f"the {label!r} accordion did not open: {inside} never showed")
+
+
 def set_advanced(page: Any, **values: int) -> None:
     """Open Advanced and type each slider's number, until the slider holds it. The accordion mounts its
     sliders as it opens, and until the mount has settled the initial value overwrites what was typed: the
     box can show the number for a moment and the slider (what Generate sends) go back to the old one, seen
     on a loaded machine as one variation made where two were asked. So each number is typed until box and
     slider both show it half a second later (a person is never quicker than that to reach Generate)."""
-    if not page.locator("#steps input[type='number']").is_visible():  # open it (a second call must not close it)
-        page.get_by_text("Advanced").click()
+    open_accordion(page, "Advanced", "#steps input[type='number']")
     for name, value in values.items():
         box = page.locator(f"#{name} input[type='number']")
         held = (f"document.querySelector(\"#{name} input[type='number']\")?.value === '{value}' && "
