@@ -30,11 +30,26 @@ def run_take(client: Client, take_id: str) -> tuple[list[dict], dict]:
     return outs[:-1], outs[-1]
 
 
+def follow_from_the_queue(c: Client, svc, fields: dict) -> tuple[dict, list[dict], dict]:
+    """Submit a take while a busy job holds the card, follow it, then cancel the busy job: the stream is
+    live snapshots, and on a loaded machine the test model's few steps were over before a `/follow` made
+    after `/submit` arrived (only the decode was seen). Returns (the submit's answer, snapshots, take)."""
+    busy = c.predict(form(steps=200, variations=min(svc.engine.pipeline.max_ready + 1, 16)), "", api_name="/submit")
+    try:
+        r = c.predict(form(**fields), "", api_name="/submit")
+        stream = iter(c.submit(r["takes"][0], api_name="/follow"))
+        outs = [next(stream)]
+        assert outs[0]["status"] == "queued", outs[0]  # the follower is there before the take runs
+    finally:
+        c.predict(busy["takes"][0], True, api_name="/cancel")  # the whole job, every variation
+    outs += list(stream)
+    return r, outs[:-1], outs[-1]
+
+
 def test_generate_streams_progress_and_records_everything(studio) -> None:
     url, svc, c = studio
-    r = c.predict(form(title="First light", formats=["wav", "flac", "mp3"]), "", api_name="/submit")
+    r, snaps, take = follow_from_the_queue(c, svc, dict(title="First light", formats=["wav", "flac", "mp3"]))
     assert len(r["takes"]) == 1 and isinstance(r["seeds"][0], int)
-    snaps, take = run_take(c, r["takes"][0])
     phases = [s["phase"] for s in snaps]
     steps = [p for p in phases if p.startswith("step ")]
     assert steps and steps[-1] == "step 4 of 4", phases  # as asked: 4 points in time (3 updates)
