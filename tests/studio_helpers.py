@@ -228,6 +228,38 @@ DONE_COUNT = ("(document.querySelector('#takes')?.innerText ?? '').split('\\n')"
               ".filter(l => l.trim().endsWith('done')).length")
 
 
+QUIET = """() => {
+    const busy = document.querySelectorAll("[data-testid=status-tracker]:not(.hide)").length > 0;
+    if (busy) { window.quietSince = null; return false; }
+    window.quietSince = window.quietSince ?? performance.now();
+    return performance.now() - window.quietSince > 500;
+}"""
+
+
+def wait_quiet(page: Any, timeout_ms: int = 60_000) -> None:
+    """Until no event of the page is pending (no status tracker shown) for half a second. A take's
+    follow ends with `show_finished` (the list and the take redrawn): a click made before it answers is
+    undone by it, on a loaded machine seconds later (the regions test opened one take and continued
+    another). A person sees those spinners too."""
+    page.evaluate("window.quietSince = null")
+    page.wait_for_function(QUIET, timeout=timeout_ms)
+
+
+def wait_done(page: Any, count: int, timeout_ms: int = 240_000) -> None:
+    """Until the takes list shows `count` finished takes and the page has redrawn them (`wait_quiet`); on
+    a timeout, the failure says what the page showed instead (its message under Generate, the takes list,
+    any toast), not only that it waited."""
+    try:
+        page.wait_for_function(f"{DONE_COUNT} === {count}", timeout=timeout_ms)
+    except Exception as exc:  # playwright's TimeoutError
+        shown = page.evaluate("""() => ({
+            message: document.querySelector('#gen-message')?.innerText ?? '',
+            takes: document.querySelector('#takes')?.innerText ?? '',
+            toasts: [...document.querySelectorAll('.toast-body')].map(t => t.innerText)})""")
+        raise AssertionError(f"{count} finished takes never showed: {shown}") from exc
+    wait_quiet(page)
+
+
 def open_page(context: Any, url: str) -> Any:
     """A new tab on the studio, once its form is there and Gradio has finished loading it."""
     page = context.new_page()
@@ -272,7 +304,7 @@ def page_with_takes(tmp: Path, chromium: str, args: list[str], takes: int, *, ly
             page = open_ready_page(browser, url, lyrics=lyrics, style=style)
             set_advanced(page, variations=takes)
             page.click("#generate")
-            page.wait_for_function(f"{DONE_COUNT} === {takes}", timeout=240_000)
+            wait_done(page, takes)
             page.wait_for_function("document.querySelector('#take-audio audio')?.duration > 2", timeout=30_000)
             yield page
         finally:

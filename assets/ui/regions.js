@@ -209,7 +209,13 @@
   });
 
   // ------------------------------------------------------------ regions -> the edit form
-  const note = () => document.querySelector("#take-note");
+  // The note's own text (its status tracker shows a running timer while the answer is pending, so the
+  // whole block's text changes before the server has answered), and whether that answer is pending.
+  const noteText = () => document.querySelector("#take-note [data-testid=markdown]")?.textContent ?? "";
+  const notePending = () => {
+    const tracker = document.querySelector("#take-note [data-testid=status-tracker]");
+    return !!tracker && !tracker.classList.contains("hide");
+  };
   function setField(el, value) {
     el.value = value;
     el.dispatchEvent(new Event("input", { bubbles: true })); // so Gradio sees the change
@@ -220,15 +226,17 @@
     if (hint) hint.textContent = text;
   }
   const continueField = () => document.querySelector("#continue-from input[type=number]");
-  // "Edit / continue this take" sets the source take and the mode on the server; once its note says
-  // so, the regions are written in (after it, so its form refresh does not overwrite them).
+  // "Edit / continue this take" sets the source take and the mode on the server; once it has answered,
+  // the regions are written in (after it, so its form refresh does not overwrite them, and so Generate
+  // never goes out with the source take of an earlier edit: seen on a loaded machine when the pending
+  // timer's text was read as the answer).
   function send(mode) {
     if (!st.regions.length) return say("Drag on the waveform to mark a region first.");
     const button = document.querySelector("#use-edit");
     if (!button) return;
     const ranges = st.regions.map((r) => `${fmt(r.a)}-${fmt(r.b)}`).join(", ");
     const start = st.regions[0].a;
-    const before = note() ? note().textContent : "";
+    const before = noteText();
     // The edit form lives in a closed accordion, whose fields are not in the page until it opens.
     if (!document.querySelector("#edit-ranges")) {
       [...document.querySelectorAll(".label-wrap, button")]
@@ -236,13 +244,28 @@
     }
     button.click();
     const t0 = Date.now();
+    let sawPending = false;
+    const hint = st.box?.querySelector(".wr-hint")?.textContent ?? "";
+    say("Setting up the edit...");
     const wait = setInterval(() => {
-      const now = note() ? note().textContent : "";
       const late = Date.now() - t0;
-      // The same note twice (this take was already being edited) shows no change: then give it 2 s.
-      const ready = now.includes("Editing") && (now !== before || late > 2000)
-        && document.querySelector("#edit-ranges");
-      if (!ready && late < 15000) return;
+      if (late > 120000) {
+        clearInterval(wait);
+        return say("The studio did not answer: press the button again.");
+      }
+      if (notePending()) {
+        sawPending = true;
+        return;
+      }
+      const now = noteText();
+      // Answered once the pending state has come and gone, or the note changed. The same note twice (this
+      // take was already being edited) with the pending state missed between two looks: after 2 s.
+      if (sawPending && !now.includes("Editing")) {  // refused: the note says why
+        clearInterval(wait);
+        return say(hint);
+      }
+      const answered = now.includes("Editing") && (sawPending || now !== before || late > 2000);
+      if (!answered || !document.querySelector("#edit-ranges")) return;
       clearInterval(wait);
       setTimeout(() => {
         document.querySelector(`#edit-mode input[value="${mode}"]`)?.click();

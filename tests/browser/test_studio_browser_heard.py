@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from chromium import ARGS, CHROMIUM, needs_browser
-from studio_helpers import DONE_COUNT, page_with_takes
+from studio_helpers import page_with_takes, wait_done
 
 from device_worker.shapes import HOP
 
@@ -81,7 +81,7 @@ def test_resing_a_ticked_line_regenerates_exactly_its_frames(studio) -> None:
     page.click("#resing-go")
     page.wait_for_function("(document.querySelector('#resing-note')?.innerText ?? '').includes('Re-singing')",
                            timeout=30_000)
-    page.wait_for_function(f"{DONE_COUNT} === 3", timeout=240_000)
+    wait_done(page, 3)
     records = _records(tmp)
     (edit_path, edit), = [(p, r) for p, r in records if r["request"].get("edit")]
     assert edit["request"]["edit"]["splice"] is True
