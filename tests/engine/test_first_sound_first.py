@@ -38,15 +38,19 @@ def engine(tmp_path_factory: pytest.TempPathFactory):
 
 
 def first_sound(engine: Engine, variations: int) -> tuple[float, list]:
+    """(seconds of this process's CPU until take 0's first audio, the events). CPU, not wall time: the
+    worker is a thread of this process, so its CPU is the work done before the first sound, and another
+    process loading the machine does not change it (wall time did: 3.5 s against 1.65 s single, with the
+    suite in three processes on two cores)."""
     req = SongRequest(lyrics="", style=Style(embedding=str(engine.style_file)), steps=STEPS,  # type: ignore[attr-defined]
                       variations=variations, seed=5)
-    t0 = time.monotonic()
+    t0 = time.process_time()
     job = engine.submit(req)
     events, heard = [], None
     for ev in job:
         events.append(ev)
         if heard is None and isinstance(ev, AudioChunk) and ev.take == 0:
-            heard = time.monotonic() - t0
+            heard = time.process_time() - t0
     assert heard is not None
     return heard, events
 
@@ -61,8 +65,10 @@ def test_the_first_variation_sounds_before_its_siblings_step(engine: Engine) -> 
     assert sibling_steps and min(sibling_steps) > first_window
     # Each later variation is told it waits, and for which one (the page said "preparing" meanwhile).
     assert {e.take: e.behind for e in events if isinstance(e, Held)} == {1: 0, 2: 1, 3: 2}
-    # Time: no later than 1.5x a single take's first sound (it was ~4x with 4 variations).
-    assert heard <= 1.5 * single + 0.5, (heard, single)
+    # Work: no more than 1.5x a single take's until the first sound (with the siblings stepping beside it,
+    # 0.98 CPU s against 0.37 single here; held, 0.35-0.38). In CPU time a tenth of a second of slack is
+    # enough; in wall time it was half a second, which a loaded machine still exceeded.
+    assert heard <= 1.5 * single + 0.1, (heard, single)
     # And every variation is still made.
     done = {e.result.take for e in events if type(e).__name__ == "TakeDone"}
     assert done == {0, 1, 2, 3}
