@@ -258,12 +258,12 @@
         return;
       }
       const now = noteText();
-      // Answered once the pending state has come and gone, or the note changed. The same note twice (this
-      // take was already being edited) with the pending state missed between two looks: after 2 s.
       if (sawPending && !now.includes("Editing")) {  // refused: the note says why
         clearInterval(wait);
         return say(hint);
       }
+      // Answered once the pending state has come and gone, or the note changed. The same note twice (this
+      // take was already being edited) with the pending state missed between two looks: after 2 s.
       const answered = now.includes("Editing") && (sawPending || now !== before || late > 2000);
       if (!answered || !document.querySelector("#edit-ranges")) return;
       clearInterval(wait);
