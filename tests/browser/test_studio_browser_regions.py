@@ -175,13 +175,16 @@ def test_drag_a_region_loop_it_and_regenerate_it(studio) -> None:
 
     # The studio answers slowly here, as on a loaded machine. The note already says "Editing" this take
     # (from Extend), so the form must be filled from the answer, not while it is pending: filled before,
-    # the late answer's form refresh emptied the ranges and Generate made nothing (CI, three processes).
+    # the late answer's form refresh emptied the ranges and Generate made nothing (the suite in three
+    # processes on two cores).
     page.route("**/queue/join*", _answered_late)
-    page.locator("#take-regions .wr-repaint").click()
-    page.wait_for_function("document.querySelector('#edit-mode input[value=\"edit\"]')?.checked"
-                           " && document.querySelector('#edit-ranges textarea, #edit-ranges input').value !== ''",
-                           timeout=15_000)
-    page.unroute("**/queue/join*", _answered_late)
+    try:
+        page.locator("#take-regions .wr-repaint").click()
+        page.wait_for_function("document.querySelector('#edit-mode input[value=\"edit\"]')?.checked"
+                               " && document.querySelector('#edit-ranges textarea, #edit-ranges input').value !== ''",
+                               timeout=15_000)
+    finally:
+        page.unroute("**/queue/join*", _answered_late)
     text = page.locator("#edit-ranges textarea, #edit-ranges input").first.input_value()
     assert _ranges(text) == dragged, text
     assert page.locator("#edit-mode input[value='edit']").is_checked()

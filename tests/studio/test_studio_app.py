@@ -8,6 +8,8 @@ and a studio without weights that still opens and says what to fetch.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -30,18 +32,26 @@ def run_take(client: Client, take_id: str) -> tuple[list[dict], dict]:
     return outs[:-1], outs[-1]
 
 
-def follow_from_the_queue(c: Client, svc, fields: dict) -> tuple[dict, list[dict], dict]:
-    """Submit a take while a busy job holds the card, follow it, then cancel the busy job: the stream is
-    live snapshots, and on a loaded machine the test model's few steps were over before a `/follow` made
-    after `/submit` arrived (only the decode was seen). Returns (the submit's answer, snapshots, take)."""
+@contextmanager
+def card_held(c: Client, svc) -> Iterator[None]:
+    """A long job, with more variations than are admitted past the queue, holds the card; cancelled (every
+    variation) on leaving, so what was submitted meanwhile runs then."""
     busy = c.predict(form(steps=200, variations=min(svc.engine.pipeline.max_ready + 1, 16)), "", api_name="/submit")
     try:
+        yield
+    finally:
+        c.predict(busy["takes"][0], True, api_name="/cancel")
+
+
+def follow_from_the_queue(c: Client, svc, fields: dict) -> tuple[dict, list[dict], dict]:
+    """Submit a take while the card is held, follow it, then free the card: the stream is live snapshots,
+    and on a loaded machine the test model's few steps were over before a `/follow` made after `/submit`
+    arrived (only the decode was seen). Returns (the submit's answer, snapshots, take)."""
+    with card_held(c, svc):
         r = c.predict(form(**fields), "", api_name="/submit")
         stream = iter(c.submit(r["takes"][0], api_name="/follow"))
         outs = [next(stream)]
         assert outs[0]["status"] == "queued", outs[0]  # the follower is there before the take runs
-    finally:
-        c.predict(busy["takes"][0], True, api_name="/cancel")  # the whole job, every variation
     outs += list(stream)
     return r, outs[:-1], outs[-1]
 
@@ -291,15 +301,11 @@ def test_saved_style_is_an_embedding_that_generates(studio) -> None:
 
 def test_queue_position_is_reported_while_waiting(studio) -> None:
     _, svc, c = studio
-    ready = svc.engine.pipeline.max_ready  # takes admitted past the queue
-    busy = c.predict(form(steps=200, variations=min(ready + 1, 16)), "", api_name="/submit")
-    waiting = c.predict(form(steps=4), "", api_name="/submit")
-    try:
+    with card_held(c, svc):
+        waiting = c.predict(form(steps=4), "", api_name="/submit")
         first = next(iter(c.submit(waiting["takes"][0], api_name="/follow")))
         assert first["status"] == "queued" and first["queue_position"] >= 1
         assert first["phase"].startswith("waiting: ")
-    finally:
-        c.predict(busy["takes"][0], True, api_name="/cancel")  # the whole job, every variation
     assert run_take(c, waiting["takes"][0])[1]["status"] == "done"  # it runs once the card is free
 
 
