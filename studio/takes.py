@@ -154,11 +154,15 @@ class TakeRunner:
             return sum(1 for lv in self._live.values() if lv.status in (QUEUED, RUNNING))
 
     # ------------------------------------------------------------------ following
-    def follow(self, take_ids: list[str], timeout_s: float = 1.0) -> Iterator[dict[str, LiveTake]]:
+    def follow(self, take_ids: list[str], timeout_s: float = 1.0,
+               min_gap_s: float = 0.0) -> Iterator[dict[str, LiveTake]]:
         """Yield a snapshot of the takes' live state whenever it changes (and at least every
-        `timeout_s`), until none of them is queued or running any more in this process."""
+        `timeout_s`), until none of them is queued or running any more in this process. With `min_gap_s`,
+        snapshots come at most that often: the changes in between arrive together in the next one."""
         seen = -1
+        last = -min_gap_s
         while True:
+            time.sleep(max(0.0, last + min_gap_s - time.monotonic()))
             with self._lock:
                 version = sum(self._live[t].version for t in take_ids if t in self._live)
                 if version == seen:
@@ -169,6 +173,7 @@ class TakeRunner:
                         for t in take_ids if t in self._live}
                 seen = version
                 active = any(lv.status in (QUEUED, RUNNING) for lv in snap.values())
+            last = time.monotonic()
             yield snap
             if not active:
                 return

@@ -20,6 +20,13 @@ from studio.services import Services
 from studio.store import ACTIVE_STATUSES
 
 logger = logging.getLogger(__name__)
+# The progress pane is redrawn at most this often (5 a second; the changes between come in one redraw).
+# Each redraw is a message to the page and a re-render of every take's bar. Following sixteen takes on the
+# test model at every change (~39 redraws a second) kept Chromium's renderer at 0.9 of a core and a script
+# round trip at 49 ms; with the gap 0.46 and 6 ms (bench/page_redraws.py; the rest is Gradio's own status
+# timers, run every frame while a follow is pending). In CI, on two cores, two such pages each left a
+# Cancel click unanswered for 30 s.
+DRAW_GAP_S = 0.2
 
 
 class GenerateHandlers(Section):
@@ -66,7 +73,7 @@ class GenerateHandlers(Section):
         session = self.svc.store.get_session(session_id)
         urls: dict[str, str] = {}
         last_status: dict[str, str] = {}
-        for snap in runner.follow(take_ids):
+        for snap in runner.follow(take_ids, min_gap_s=DRAW_GAP_S):
             html_out = present.progress_html(snap, labels)
             rendering = [t for t, lv in snap.items() if lv.status in ACTIVE_STATUSES and not lv.preview_dropped]
             if rendering and session is not None:
