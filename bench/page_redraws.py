@@ -1,5 +1,7 @@
-"""What a page following sixteen takes costs the browser, redrawn at every change beside at most every
-`DRAW_GAP_S` (studio/handlers/generate.py), side by side in one run.
+"""What a page following sixteen takes costs the browser, as it was (the progress pane redrawn at every
+change, its bars' widths animated), with only the redraws spaced (at most one per `DRAW_GAP_S`,
+studio/handlers/generate.py), and as it is (the bars also scaled on the compositor, assets/ui/studio.css),
+in one run.
 
     .venv/bin/python bench/page_redraws.py [--seconds 20]
 
@@ -8,12 +10,17 @@ page in Debian's Chromium, generates sixteen variations of 200 steps (the page's
 render, measures for `--seconds`: the progress snapshots the page was sent, the renderer process's CPU
 (user + system from /proc), Chromium's own layout count, and a script round trip's median. Needs
 /usr/bin/chromium and Playwright's Python package (the test extras).
+
+A width transition re-lays the page out at every frame while a bar moves; with a redraw every 0.2 s some
+bar always moves, so spacing the redraws alone leaves the layouts where they were.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -25,7 +32,29 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]  # the browser tests' studio and
 from chromium import ARGS, CHROMIUM  # noqa: E402
 from studio_helpers import LRC, descendants, set_advanced, studio_on_test_model  # noqa: E402
 
+import studio.app as app  # noqa: E402
 import studio.handlers.generate as generate  # noqa: E402
+from studio import present  # noqa: E402
+
+WIDTH_BARS = ".tp-fill { transform: none !important; transition: width 0.3s; }\n"  # the bars as they were
+
+
+@contextlib.contextmanager
+def as_before(tmp: Path, gap_s: float = 0.0):
+    """The page as it was: each bar's width set and animated; every change redrawn (or per `gap_s`)."""
+    css, gap, html = app.CSS_FILE, generate.DRAW_GAP_S, present.progress_html
+    old_css = tmp / "studio.css"
+    old_css.write_text(css.read_text() + WIDTH_BARS)
+
+    def width_bars(*args, **kwargs) -> str:
+        return re.sub(r"transform:scaleX\(([\d.]+)\)", lambda m: f"width:{float(m.group(1)) * 100:.0f}%",
+                      html(*args, **kwargs))
+
+    app.CSS_FILE, generate.DRAW_GAP_S, present.progress_html = old_css, gap_s, width_bars
+    try:
+        yield
+    finally:
+        app.CSS_FILE, generate.DRAW_GAP_S, present.progress_html = css, gap, html
 
 
 def renderer_cpu_s() -> float:
@@ -42,10 +71,9 @@ def renderer_cpu_s() -> float:
     return total
 
 
-def one_round(gap_s: float, seconds: float) -> dict[str, float]:
+def one_round(seconds: float) -> dict[str, float]:
     from playwright.sync_api import sync_playwright
 
-    generate.DRAW_GAP_S = gap_s
     with tempfile.TemporaryDirectory() as tmp, studio_on_test_model(Path(tmp), crop_frames=64) as (url, svc):
         follow, sent = svc.runner.follow, [0]
 
@@ -94,12 +122,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=20.0)
     args = ap.parse_args()
-    gap = generate.DRAW_GAP_S
-    every = one_round(0.0, args.seconds)
-    gapped = one_round(gap, args.seconds)
-    print(f"{'':16}{'every change':>14}{f'gap {gap} s':>14}{'ratio':>8}")
-    for key in every:
-        print(f"{key:16}{every[key]:14.2f}{gapped[key]:14.2f}{gapped[key] / max(every[key], 1e-9):8.2f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        with as_before(Path(tmp)):
+            before = one_round(args.seconds)
+        with as_before(Path(tmp), generate.DRAW_GAP_S):
+            spaced = one_round(args.seconds)
+    now = one_round(args.seconds)
+    print(f"{'':16}{'as it was':>12}{'gap only':>12}{'as it is':>12}{'is/was':>8}")
+    for key in before:
+        print(f"{key:16}{before[key]:12.2f}{spaced[key]:12.2f}{now[key]:12.2f}{now[key] / max(before[key], 1e-9):8.2f}")
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ def progress_html(lives: dict[str, LiveTake], labels: dict[str, str] | None = No
             f"<div class='take-progress {lv.status}' data-take='{tid}'>"
             f"<div class='tp-label'>{STATUS_ICON.get(lv.status, '')} {label}{seed} — "
             f"{html.escape(lv.phase)}{eta}</div>"
-            f"<div class='tp-bar'><div class='tp-fill' style='width:{pct}%'></div></div></div>"
+            f"<div class='tp-bar'><div class='tp-fill' style='transform:scaleX({pct / 100:.2f})'></div></div></div>"
         )
     return "<div id='progress-list'>" + "".join(out) + "</div>"
 

@@ -22,10 +22,10 @@ from studio.store import ACTIVE_STATUSES
 logger = logging.getLogger(__name__)
 # The progress pane is redrawn at most this often (5 a second; the changes between come in one redraw).
 # Each redraw is a message to the page and a re-render of every take's bar. Following sixteen takes on the
-# test model at every change (~39 redraws a second) kept Chromium's renderer at 0.9 of a core and a script
-# round trip at 49 ms; with the gap 0.46 and 6 ms (bench/page_redraws.py; the rest is Gradio's own status
-# timers, run every frame while a follow is pending). In CI, on two cores, two such pages each left a
-# Cancel click unanswered for 30 s.
+# test model at every change (~30 redraws a second) kept Chromium's renderer at 0.9 of a core and a script
+# round trip at 36 ms; 0.52 and 9 ms with the gap, 0.38 with the bars also scaled rather than sized
+# (assets/ui/studio.css; bench/page_redraws.py). In CI, on two cores, two such pages each left a Cancel
+# click unanswered for 30 s.
 DRAW_GAP_S = 0.2
 
 
