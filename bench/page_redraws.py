@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]  # the browser tests' studio and helpers
 from chromium import ARGS, CHROMIUM  # noqa: E402
-from studio_helpers import LRC, descendants, set_advanced, studio_on_test_model  # noqa: E402
+from studio_helpers import LRC, cpu_seconds, descendants, set_advanced, studio_on_test_model  # noqa: E402
 
 import studio.app as app  # noqa: E402
 import studio.handlers.generate as generate  # noqa: E402
@@ -62,12 +62,10 @@ def renderer_cpu_s() -> float:
     total = 0.0
     for pid in descendants(os.getpid()):
         try:
-            if "--type=renderer" not in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):
-                continue
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            if "--type=renderer" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):
+                total += cpu_seconds(pid)
         except OSError:
             continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
 
 

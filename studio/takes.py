@@ -162,7 +162,8 @@ class TakeRunner:
         seen = -1
         last = -min_gap_s
         while True:
-            time.sleep(max(0.0, last + min_gap_s - time.monotonic()))
+            if min_gap_s:
+                time.sleep(max(0.0, last + min_gap_s - time.monotonic()))
             with self._lock:
                 version = sum(self._live[t].version for t in take_ids if t in self._live)
                 if version == seen:

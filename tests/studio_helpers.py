@@ -39,6 +39,12 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def api_client(url: str, data_dir: Path | None = None, token: str | None = None) -> Any:
     """A gradio_client with an owner token: the machine's (`studio token`) unless one is given."""
     from gradio_client import Client

@@ -4,17 +4,11 @@ from Gradio's queue polling every millisecond). A real serve process on the test
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import pytest
-from studio_helpers import ServeProcess
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+from studio_helpers import ServeProcess, cpu_seconds
 
 
 def test_idle_serve_stays_under_three_percent_of_a_core(tmp_path: Path) -> None:
