@@ -64,9 +64,10 @@ def wire(page: Page, h: Handlers, follow_limit: int) -> list[Any]:
                              **PRIVATE).then(**resort)
     t.undo.click(h.takes.undo_delete, [t.undo_id, p.session, p.owner], [t.listing, g.edit_take, *take_out],
                  **PRIVATE).then(**resort)
-    retry_follow = t.retry.click(h.takes.retry, [t.listing, p.session, p.owner], [t.listing, g.edit_take, t.note],
-                                 **PRIVATE).then(
-        h.generate.watch, [p.session, p.owner, t.listing], gen_outputs, concurrency_limit=follow_limit, concurrency_id="follow", **PRIVATE)
+    retry_follow = t.retry.click(h.takes.retry, [t.listing, p.session, p.owner],
+                                 [t.listing, g.edit_take, t.note, t.started], **PRIVATE).then(
+        h.generate.watch, [p.session, p.owner, t.listing, t.started], gen_outputs, concurrency_limit=follow_limit,
+        concurrency_id="follow", **PRIVATE)
     retry_follow.then(**finished)
     form_out = [*p.form_fields().values(), s.text_group, s.audio_group, s.saved_group, s.audio, t.note]
     t.use_settings.click(h.takes.use_settings, [t.listing, p.session, p.owner], form_out, **PRIVATE)
@@ -128,8 +129,9 @@ def wire_heard(page: Page, h: Handlers, follow_limit: int, gen_outputs: list, fi
     wait = dict(fn=h.heard.heard_wait, inputs=heard_in, outputs=heard_out, show_progress="hidden",
                 concurrency_limit=follow_limit, concurrency_id="heard", **PRIVATE)
     waits = [t.listing.change(trigger_mode="always_last", **wait), generated.then(**wait)]
-    resing_follow = r.go.click(h.heard.resing_lines, [t.listing, r.lines, p.session, p.owner], r.note, **PRIVATE).then(
-        h.generate.watch, [p.session, p.owner, t.listing], gen_outputs, concurrency_limit=follow_limit, concurrency_id="follow",
-        **PRIVATE)
+    resing_follow = r.go.click(h.heard.resing_lines, [t.listing, r.lines, p.session, p.owner], [r.note, t.started],
+                               **PRIVATE).then(
+        h.generate.watch, [p.session, p.owner, t.listing, t.started], gen_outputs, concurrency_limit=follow_limit,
+        concurrency_id="follow", **PRIVATE)
     waits.append(resing_follow.then(**finished).then(**wait))
     return [resing_follow, *waits]

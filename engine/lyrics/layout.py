@@ -22,7 +22,7 @@ import os
 import struct
 from dataclasses import dataclass, field
 
-from device_worker.shapes import BASE_FRAMES, end_frame_for, max_frames_for, seconds_to_frame
+from device_worker.shapes import BASE_FRAMES, FRAME_RATE, end_frame_for, max_frames_for, seconds_to_frame
 from engine.lyrics.g2p import UPSTREAM, LyricTokenizer, chinese_note, dropped_warning
 from engine.lyrics.lrc import LYRIC, UNPARSEABLE, parse_lrc
 from engine.lyrics.report import (
@@ -155,7 +155,7 @@ def layout_lyrics(text: str, duration_s: float, *, tokenizer: LyricTokenizer | N
             late = start - r.frame
             why = ("its time is earlier than the line before it (lines keep file order)"
                    if prev_time is not None and r.time < prev_time else "the line before it is still running")
-            r.reason = _join(r.reason, f"starts {late} frames ({late / 21.533203125:.2f} s) late: {why}")
+            r.reason = _join(r.reason, f"starts {late} frames ({late / FRAME_RATE:.2f} s) late: {why}")
         if prev_time is not None and r.time < prev_time:
             r.warnings.append(f"time goes backwards ({mmss(r.time)} after {mmss(prev_time)})")
         prev_time = r.time

@@ -114,15 +114,19 @@ class GenerateHandlers(Section):
             return {t.note: f"**{take.label}** is not rendering."}
         return {t.note: f"Cancelling **{take.label}** only: its sibling variations go on."}
 
-    def watch(self, session_id: str | None, owner: str | None, picked: str | None = None) -> Iterator[dict]:
-        """After a refresh: follow this session's takes that are still rendering in this process."""
+    def watch(self, session_id: str | None, owner: str | None, picked: str | None = None,
+              started: str | None = None) -> Iterator[dict]:
+        """After a refresh: follow this session's takes that are still rendering in this process. After
+        Retry or Re-sing: those and the take the click `started`, even if it has already ended (a cropped
+        take on a loaded machine can end before this follow begins, and the list was never redrawn)."""
         session_id = self._own_id(session_id, owner)
         follows_nothing = {self.page.gen.progress: gr.skip(), self.page.takes.followed: ""}  # (show_finished: no redraw)
         if not session_id or self.svc.runner is None:
             yield follows_nothing
             return
+        begun = set(started.split()) if isinstance(started, str) else set()
         active = [t.id for t in self.svc.store.list_takes(session_id)
-                  if t.status in ACTIVE_STATUSES and self.svc.runner.live(t.id) is not None]
+                  if t.id in begun or (t.status in ACTIVE_STATUSES and self.svc.runner.live(t.id) is not None)]
         who = self._owner(owner)
         if active and who is not None:
             try:  # per owner: a flood of page events must not hold every follow slot

@@ -8,6 +8,7 @@ from typing import Any
 
 import gradio as gr
 
+from device_worker.shapes import FRAME_RATE
 from studio import heard_view, present
 from studio.handlers.section import Section
 from studio.songs import SongRefused
@@ -51,15 +52,16 @@ class HeardHandlers(Section):
         """Start the re-sing edit take of the ticked lines; the note says what was started or why not."""
         from studio.resing import resing
 
-        r = self.page.takes.resing
+        r, started = self.page.takes.resing, self.page.takes.started
         who = self._owner(owner)
         if who is None or self._own_id(session_id, owner) is None:
-            return {r.note: "Open one of your own takes first."}
+            return {r.note: "Open one of your own takes first.", started: ""}
         if not ticked:
-            return {r.note: "Tick at least one line to sing again."}
+            return {r.note: "Tick at least one line to sing again.", started: ""}
         try:
             new, frames = resing(self.svc, who, take_id, list(ticked))
         except SongRefused as exc:
-            return {r.note: f"**{exc.headline}:** " + "; ".join(exc.problems)}
-        spans = ", ".join(f"{a / 21.533203125:.2f}-{b / 21.533203125:.2f} s" for a, b in frames)
-        return {r.note: f"Re-singing {spans} as a new take ({new.label}); the rest of the take is kept as it is."}
+            return {r.note: f"**{exc.headline}:** " + "; ".join(exc.problems), started: ""}
+        spans = ", ".join(f"{a / FRAME_RATE:.2f}-{b / FRAME_RATE:.2f} s" for a, b in frames)
+        return {r.note: f"Re-singing {spans} as a new take ({new.label}); the rest of the take is kept as it is.",
+                started: new.id}

@@ -180,12 +180,13 @@ class TakeHandlers(Section):
         try:
             take = self._owned_take(take_id, session_id, owner)
         except StoreError as exc:
-            return {t.note: f"⚠ {exc}"}
+            return {t.note: f"⚠ {exc}", t.started: ""}
         try:
             new = songs.retry(self.svc, take)
         except songs.SongRefused as exc:
-            return {t.note: f"⚠ {exc}"}
-        return {**self.listing(session_id, select=new.id), t.note: "Retrying: the new take renders now."}
+            return {t.note: f"⚠ {exc}", t.started: ""}
+        return {**self.listing(session_id, select=new.id), t.note: "Retrying: the new take renders now.",
+                t.started: new.id}
 
     def _act(self, take_id: str, session_id: str, owner: str | None, fn: Any, note: str) -> dict:
         t = self.page.takes

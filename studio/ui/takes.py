@@ -71,6 +71,9 @@ class TakesUI:
     # and the take picked in the list when it began
     followed: gr.Textbox
     picked_before: gr.Textbox
+    # hidden, written by Retry and Re-sing: the take the click started, which the follow after it follows
+    # even if it ended before that follow began (on a loaded machine a cropped take can)
+    started: gr.Textbox
     resing: resing_ui.ResingUI  # what the lyrics check heard, and re-singing lines (studio.handlers.heard)
 
 
@@ -113,6 +116,7 @@ def build() -> TakesUI:
     shown = gr.Textbox(visible=False)
     followed = gr.Textbox(visible=False)
     picked_before = gr.Textbox(visible=False)
+    started = gr.Textbox(visible=False)
     with gr.Accordion("Full record", open=False):
         record = gr.Markdown(elem_id="take-record")
     with gr.Accordion("A/B: compare two takes at the same moment", open=False, elem_id="ab") as ab:
@@ -122,4 +126,4 @@ def build() -> TakesUI:
         ab_players = gr.HTML(elem_id="ab-players")
     return TakesUI(listing, sort, refresh, audio, lyric_lines, waveform, lyrics_view, files, record, name, rename, star,
                    delete, undo, retry, use_settings, use_reference, use_edit, cancel_take, note, undo_id, shown, actions,
-                   ab, ab_a, ab_b, ab_players, delete_cancelled, followed, picked_before, resing)
+                   ab, ab_a, ab_b, ab_players, delete_cancelled, followed, picked_before, started, resing)

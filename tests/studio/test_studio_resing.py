@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+import gradio as gr
 import numpy as np
 import pytest
 import soundfile as sf
@@ -75,3 +76,35 @@ def test_check_on_the_take_and_resing_exactly_the_chosen_line(studio) -> None:
         c.predict(source["id"], "two", api_name="/resing")
     with pytest.raises(Exception, match="not a finished take of yours"):
         c.predict("no-such-take", "", api_name="/resing")
+
+
+def test_the_follow_after_resing_shows_the_take_it_started_even_if_it_has_ended(studio) -> None:
+    """The page's Re-sing (and Retry) starts a take in one event and follows it in the next. That follow
+    looked only for takes still rendering: where the new take had ended before it began (a cropped take, a
+    loaded machine's queue) it followed nothing, and the page never listed the take (CI: "3 finished takes
+    never showed" for 240 s). The click hands its take to the follow, which shows it however far it got."""
+    from studio.app import build_page
+    from studio.handlers import Handlers
+    from studio.heard_view import resing_choices
+    from studio.identity import Identity
+
+    svc, c = studio
+    h, token = Handlers(svc, build_page(svc)[1]), Identity(svc.config.data_dir).cli_token()
+    t = h.page.takes
+    r = c.predict(form(lyrics=LRC2, random_seed=False, seed=11), "", api_name="/submit")
+    source = finished_and_checked(c, r["takes"][0])
+    (_, first), (_, second) = resing_choices(svc.store.get_take(source["id"]))[0]
+    out = h.heard.resing_lines(source["id"], [second], r["session_id"], token)
+    new = out[t.started]
+    assert new and "Re-singing" in out[t.resing.note]
+    assert finished_and_checked(c, new)["status"] == "done"  # ended before the follow begins
+
+    *_, last = h.generate.watch(r["session_id"], token, source["id"], new)
+    listed = last[t.listing]._constructor_args[0]["choices"]  # what the list update sends
+    assert last[t.followed] == new and new in [v for _, v in listed]  # the list is redrawn with it
+    assert svc.store.get_take(new).label in last[h.page.gen.message]
+    # The watch after a reload follows only what is still rendering: nothing here, so nothing is redrawn.
+    assert list(h.generate.watch(r["session_id"], token, source["id"])) == [
+        {h.page.gen.progress: gr.skip(), t.followed: ""}]
+    # A refused click starts nothing.
+    assert h.heard.resing_lines(source["id"], [], r["session_id"], token)[t.started] == ""
