@@ -33,8 +33,10 @@ def pg() -> PgServer:
 def test_two_studios_on_one_database_one_killed_mid_generation(tmp_path: Path, pg: PgServer) -> None:
     data = tmp_path / "data"
     with pg.database() as url:
-        # --test-crop-frames keeps each take short; 100 steps (1-3 s a take here) keep the studio that is
-        # killed busy for a while, so it dies mid-take with more takes waiting behind it.
+        # --test-crop-frames keeps each take short. The studio that is killed gets the most steps a take may
+        # have (200) and is killed the moment one of its takes runs, so it dies mid-take with takes waiting
+        # behind it on any machine (at 100 steps, and ten status calls before the kill, a fast machine had
+        # finished all ten). B's takes, which all run to the end, keep 100.
         # All 20 clients hold the machine's token (one owner): lift the per-owner limit above them.
         args = ("--db", url, "--test-crop-frames", "64", "--takes-per-owner", str(2 * CLIENTS))
         a = ServeProcess(data, tmp_path, *args)
@@ -48,7 +50,8 @@ def test_two_studios_on_one_database_one_killed_mid_generation(tmp_path: Path, p
             def submit(i: int) -> tuple[str, str, str]:
                 studio = a if i % 2 == 0 else b
                 c = api_client(studio.url, data)  # one client (connection, queue) per musician
-                r = c.predict(form(title=f"client {i}", steps=100, formats=["wav"]), "", api_name="/submit")
+                steps = 200 if studio is a else 100
+                r = c.predict(form(title=f"client {i}", steps=steps, formats=["wav"]), "", api_name="/submit")
                 return studio.url, r["session_id"], r["takes"][0]
 
             with ThreadPoolExecutor(CLIENTS) as pool:
@@ -61,8 +64,10 @@ def test_two_studios_on_one_database_one_killed_mid_generation(tmp_path: Path, p
             while not any(status(a.url, t) == "running" for _, t in mine[a.url]):
                 assert time.monotonic() < deadline, a.read_log()
                 time.sleep(0.2)
-            done_before_kill = {t for _, t in mine[a.url] if status(a.url, t) == DONE}
-            a.kill()
+            a.kill()  # at once: each status call is an HTTP round trip, and A goes on rendering meanwhile
+            # What A finished is in the database, read through B before its lease renewal (every 5 s) can
+            # interrupt anything: finished there, it must stay finished.
+            done_before_kill = {t for _, t in mine[a.url] if status(b.url, t) == DONE}
 
             # B's lease renewal (every 5 s) finds A's pid gone and interrupts what A left unfinished.
             deadline = time.monotonic() + 90
