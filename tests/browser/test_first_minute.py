@@ -123,6 +123,18 @@ def newcomer(tmp_path: Path):
         studio.stop()
 
 
+@pytest.fixture(scope="module")
+def api_newcomer(tmp_path_factory: pytest.TempPathFactory):
+    """One newcomer studio for the API tests: the first submits while it loads, the refusals need only
+    its folders. (A studio each cost the second one a fresh copy, the test model written again and a
+    worker started: 26 s in the suite.)"""
+    studio = Newcomer(tmp_path_factory.mktemp("newcomer-api"))
+    try:
+        yield studio
+    finally:
+        studio.stop()
+
+
 def test_a_newcomer_makes_a_song_in_the_browser_opened_before_the_model_is_ready(newcomer: Newcomer) -> None:
     needs_browser()
     from playwright import sync_api
@@ -168,9 +180,9 @@ def test_a_newcomer_makes_a_song_in_the_browser_opened_before_the_model_is_ready
     assert "ready:" in log and "on cpu" in log, log  # --device auto chose the CPU here, and says so
 
 
-def test_a_take_submitted_while_the_model_loads_waits_for_it_and_runs(newcomer: Newcomer) -> None:
-    newcomer.wait_for_page()
-    client = api_client(newcomer.url, newcomer.data_dir())
+def test_a_take_submitted_while_the_model_loads_waits_for_it_and_runs(api_newcomer: Newcomer) -> None:
+    api_newcomer.wait_for_page()
+    client = api_client(api_newcomer.url, api_newcomer.data_dir())
     status = client.predict(api_name="/status")
     r = client.predict(form(steps=4), "", api_name="/submit")
     first = client.predict(r["takes"][0], api_name="/take")
@@ -185,13 +197,13 @@ def test_a_take_submitted_while_the_model_loads_waits_for_it_and_runs(newcomer: 
     assert f"Running on {status['workers']}" in status["message"]
 
 
-def test_refusals_name_no_server_path(newcomer: Newcomer) -> None:
+def test_refusals_name_no_server_path(api_newcomer: Newcomer) -> None:
     """Every refusal the API gives for bad input, read for the temp, home and data folders."""
     from gradio_client.exceptions import AppError
 
-    newcomer.wait_for_page()
-    client = api_client(newcomer.url, newcomer.data_dir())
-    home = newcomer.env["HOME"]
+    api_newcomer.wait_for_page()
+    client = api_client(api_newcomer.url, api_newcomer.data_dir())
+    home = api_newcomer.env["HOME"]
     bad_forms = [
         form(style_source="audio", style_audio=f"{home}/secret.wav"),
         form(style_source="audio", style_audio="/etc/passwd"),
@@ -215,5 +227,5 @@ def test_refusals_name_no_server_path(newcomer: Newcomer) -> None:
     assert len(messages) >= len(bad_forms)
     for message in messages:
         assert "Traceback" not in message, message
-        for path in newcomer.server_paths():
+        for path in api_newcomer.server_paths():
             assert path not in message, f"{path} in {message!r}"
