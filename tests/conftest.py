@@ -59,6 +59,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 _STARTED = pytest.StashKey[float]()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A test process of a suite run in several (pytest-xdist) computes on one thread: three processes on two
+    cores gain nothing from torch's intra-op threads and pay for their hand-offs (each op's threads spin
+    before they sleep). The VAE window and Whisper modules alone took 37.7 core-s on two threads, 29.7 on
+    one. (The workers and studios the tests start are given one thread already; a test that needs another
+    count sets it.)"""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: one test process per core, and one more. On this 2-core machine the serial suite kept 1.2
     cores busy (most tests wait on a studio, a worker process, a browser or a Ray node), and three processes
