@@ -114,13 +114,17 @@ class Newcomer:
         self.log.close()
 
 
-@pytest.fixture
-def newcomer(tmp_path: Path):
-    studio = Newcomer(tmp_path)
+def _serving(tmp: Path):
+    studio = Newcomer(tmp)
     try:
         yield studio
     finally:
         studio.stop()
+
+
+@pytest.fixture
+def newcomer(tmp_path: Path):
+    yield from _serving(tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -128,11 +132,7 @@ def api_newcomer(tmp_path_factory: pytest.TempPathFactory):
     """One newcomer studio for the API tests: the first submits while it loads, the refusals need only
     its folders. (A studio each cost the second one a fresh copy, the test model written again and a
     worker started: 26 s in the suite.)"""
-    studio = Newcomer(tmp_path_factory.mktemp("newcomer-api"))
-    try:
-        yield studio
-    finally:
-        studio.stop()
+    yield from _serving(tmp_path_factory.mktemp("newcomer-api"))
 
 
 def test_a_newcomer_makes_a_song_in_the_browser_opened_before_the_model_is_ready(newcomer: Newcomer) -> None:

@@ -81,19 +81,24 @@ def test_check_on_the_take_and_resing_exactly_the_chosen_line(studio) -> None:
 def test_the_follow_after_resing_shows_the_take_it_started_even_if_it_has_ended(studio) -> None:
     """The page's Re-sing (and Retry) starts a take in one event and follows it in the next. That follow
     looked only for takes still rendering: where the new take had ended before it began (a cropped take, a
-    loaded machine's queue) it followed nothing, and the page never listed the take (CI: "3 finished takes
-    never showed" for 240 s). The click hands its take to the follow, which shows it however far it got."""
+    loaded machine's queue) it followed nothing, and the page never listed the take (a whole-suite run: "3
+    finished takes never showed" for 240 s). The click hands its take to the follow, which shows it however
+    far it got; on the page both follows are given it."""
     from studio.app import build_page
     from studio.handlers import Handlers
     from studio.heard_view import resing_choices
     from studio.identity import Identity
 
     svc, c = studio
-    h, token = Handlers(svc, build_page(svc)[1]), Identity(svc.config.data_dir).cli_token()
+    demo, page = build_page(svc)
+    h, token = Handlers(svc, page), Identity(svc.config.data_dir).cli_token()
     t = h.page.takes
+    # The page's wiring: Retry's and Re-sing's follows get the take their click started (the reload's does not).
+    watches = [f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "watch"]
+    assert sorted(t.started in f.inputs for f in watches) == [False, True, True], len(watches)
     r = c.predict(form(lyrics=LRC2, random_seed=False, seed=11), "", api_name="/submit")
     source = finished_and_checked(c, r["takes"][0])
-    (_, first), (_, second) = resing_choices(svc.store.get_take(source["id"]))[0]
+    _, (_, second) = resing_choices(svc.store.get_take(source["id"]))[0]
     out = h.heard.resing_lines(source["id"], [second], r["session_id"], token)
     new = out[t.started]
     assert new and "Re-singing" in out[t.resing.note]
