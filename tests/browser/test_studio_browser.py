@@ -168,6 +168,67 @@ def test_generate_waits_for_the_browsers_key_instead_of_refusing(studio_url, mon
             browser.close()
 
 
+def test_what_is_typed_while_the_page_first_loads_is_kept(studio_url, monkeypatch) -> None:
+    """CI, on a loaded machine: the trust test typed a title, lyrics and a style, pressed Generate, and the
+    page answered "Describe the style". Gradio sends the page's first load once every component on it is
+    ready, which can be after the first text boxes can be typed in. The title, typed first, had written a
+    draft; the first load sent it as this browser's unsent draft and restored it, and wiped the lyrics and
+    style typed while it ran. Here the audio players' streaming library is held back, as a slow machine
+    delays it, until the title is typed, and the first load is slowed while the rest is typed."""
+    import time
+
+    from playwright.sync_api import sync_playwright
+
+    url, svc, tmp = studio_url
+    new_token = svc.identity.new_token
+
+    def slow_new_token() -> str:  # the page's first load, on a machine busy with other work
+        time.sleep(3)
+        return new_token()
+
+    monkeypatch.setattr(svc.identity, "new_token", slow_new_token)
+    read = ("() => [document.querySelector('#title textarea, #title input').value,"
+            " document.querySelector('#lyrics textarea').value,"
+            " document.querySelector('#style-text textarea, #style-text input').value]")
+    typed = ["Typed early", LYRICS, "slow ambient pads"]
+    held: list = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.route("**/assets/hls-*.js", lambda route: held.append(route))  # answered after the title
+            page.goto(url)
+            page.wait_for_selector("#lyrics textarea", timeout=30_000)
+            deadline = time.monotonic() + 30
+            while not held and time.monotonic() < deadline:
+                page.wait_for_timeout(50)
+            assert held, "the page no longer loads hls.js: hold back another part the first load waits for"
+            page.locator("#title textarea, #title input").first.fill(typed[0])
+            page.wait_for_function("localStorage.getItem('diffrhythm-studio-draft') !== null", timeout=30_000)
+            with page.expect_request(lambda r: "/queue/join" in r.url, timeout=30_000):
+                for route in held:
+                    route.continue_()
+            page.locator("#lyrics textarea").fill(typed[1])
+            page.locator("#style-text textarea, #style-text input").first.fill(typed[2])
+            assert page.locator("#generate").is_disabled(), "the first load ended before the typing: nothing tested"
+            page.wait_for_function("document.querySelector('#generate')?.disabled === false", timeout=30_000)
+            page.wait_for_function("!document.body.innerText.includes('processing')", timeout=30_000)
+            page.wait_for_timeout(500)  # a late redraw of the form would land here
+            assert page.evaluate(read) == typed
+            # A reload is a new page: the draft the typing wrote comes back there.
+            page.unroute("**/assets/hls-*.js")
+            page.reload()
+            page.wait_for_function("document.querySelector('#generate')?.disabled === false", timeout=30_000)
+            page.wait_for_function(f"document.querySelector('#lyrics textarea').value === {typed[1]!r}",
+                                   timeout=30_000)
+            assert page.evaluate(read) == typed
+            page.click("#generate")
+            page.wait_for_function("(document.querySelector('#gen-message')?.innerText ?? '').includes('Submitted 1 take')",
+                                   timeout=30_000)
+        finally:
+            browser.close()
+
+
 def test_a_session_opened_as_the_page_loads_keeps_its_takes(studio_url, monkeypatch) -> None:
     """CI's downloads test opened a session the moment the page had loaded: its three takes were listed,
     then vanished. The page's first load ends by following the open session's takes (none, on a blank
