@@ -6,7 +6,8 @@
 (() => {
   "use strict";
   const MIN_S = 0.2; // a shorter drag is a click, not a region
-  const st = { box: null, take: null, duration: 0, peaks: [], regions: [], drag: null, loop: null, mark: null };
+  const st = { box: null, take: null, duration: 0, peaks: [], regions: [], drag: null, loop: null, mark: null,
+    drawn: null, drawnAs: "" };
   const takeAudio = () => document.querySelector("#take-audio audio");
   const fmt = (t) => t.toFixed(1);
   const clamp = (t) => Math.max(0, Math.min(st.duration, t));
@@ -23,10 +24,15 @@
     return out;
   }
 
+  // What the last draw showed: the canvas, its size and the playhead. Nothing else on it changes unless
+  // a handler here changed it, and those draw at once.
+  const shown = (cv, media) => [cv.width, cv.clientWidth, media ? media.currentTime : 0].join(" ");
+
   function draw() {
     const box = st.box;
     if (!box) return;
     const cv = box.querySelector(".wr-canvas");
+    if (!cv) return;
     const w = (cv.width = cv.clientWidth || 600);
     const h = cv.height;
     const g = cv.getContext("2d");
@@ -59,6 +65,8 @@
       g.fillStyle = "#facc15";
       g.fillRect(x(st.mark), 0, 2, h);
     }
+    st.drawn = cv;
+    st.drawnAs = shown(cv, media);
     const now = media ? media.currentTime : 0; // what a screen reader hears for the slider
     if (cv.getAttribute("aria-valuenow") !== now.toFixed(1)) {
       cv.setAttribute("aria-valuenow", now.toFixed(1));
@@ -107,8 +115,9 @@
 
   // The loop is kept by a short timer, not `timeupdate` (4 per second), so it turns back near the end.
   setInterval(() => {
+    if (!st.loop) return;
     const media = takeAudio();
-    if (st.loop && media && !media.paused && (media.currentTime >= st.loop.b - 0.03 || media.currentTime < st.loop.a - 0.3)) {
+    if (media && !media.paused && (media.currentTime >= st.loop.b - 0.03 || media.currentTime < st.loop.a - 0.3)) {
       media.currentTime = st.loop.a;
     }
   }, 20);
@@ -119,7 +128,11 @@
   function attach() {
     const box = document.querySelector("#take-regions .wave-regions");
     if (box === st.box && (!box || (box.dataset.take === st.take && box.dataset.regions !== undefined))) {
-      return draw();
+      // Redrawn only when the playhead, the canvas or its size moved: ten redraws a second of a page
+      // left open kept a laptop (and a busy machine) working for nothing.
+      const cv = box && box.querySelector(".wr-canvas");
+      if (cv && (cv !== st.drawn || shown(cv, takeAudio()) !== st.drawnAs)) draw();
+      return;
     }
     st.box = box;
     if (!box) return;

@@ -8,6 +8,7 @@ a real `studio serve --model test` (cropped songs: about 3 s each).
 - "Continue from the region's start" on another take (whose waveform starts with no regions: they
   belong to the take they were drawn on) renders a continuation from that point of that take;
 - each take shows its style-match figure, and "best style match first" lists them by it.
+- a paused waveform is not redrawn; a moved playhead is.
 No fixed sleeps: every wait is for a condition in the page.
 """
 
@@ -241,3 +242,30 @@ def test_extend_from_a_region_renders_the_continuation(studio) -> None:
     (a, b), = edit["segments"]
     assert abs(a - start) < 0.06 and b == -1, edit  # from the region's start to the end
     assert Path(edit["song"]).name == _wav_name(tmp, source_src), (edit["song"], source_src)
+
+
+def test_a_waveform_left_alone_is_not_redrawn(studio) -> None:
+    """The waveform was redrawn ten times a second while nothing on it moved, so a studio page left open
+    kept the machine busy. It is redrawn when the playhead moves, and not otherwise."""
+    page, _ = studio
+    page.evaluate(f"{AUDIO}.pause()")
+    count = """() => {
+      window.__draws = 0;
+      const get = HTMLCanvasElement.prototype.getContext;
+      window.__getContext ??= get;
+      HTMLCanvasElement.prototype.getContext = function (...a) {
+        if (this.classList.contains('wr-canvas')) window.__draws += 1;
+        return window.__getContext.apply(this, a);
+      };
+    }"""
+    try:
+        page.evaluate(count)
+        page.wait_for_timeout(2000)
+        idle = page.evaluate("window.__draws")
+        assert idle <= 2, f"{idle} redraws in 2 s of a paused take"  # (one redraw if the page redrew the block)
+        page.evaluate(f"{AUDIO}.currentTime = 1.0")
+        page.wait_for_function("document.querySelector('#take-regions .wr-canvas')"
+                               ".getAttribute('aria-valuenow') === '1.0'", timeout=5_000)
+        assert page.evaluate("window.__draws") > idle  # the moved playhead was drawn
+    finally:
+        page.evaluate("() => { if (window.__getContext) HTMLCanvasElement.prototype.getContext = window.__getContext; }")
