@@ -135,22 +135,28 @@ def test_without_weights_the_page_says_what_is_missing_and_downloads_with_progre
                 browser.close()
 
 
+def slow_first_load(svc, monkeypatch, seconds: float = 3.0) -> None:
+    """The page's first load on a machine busy with other work: the browser's new key comes late."""
+    import time
+
+    new_token = svc.identity.new_token
+
+    def slow_new_token() -> str:
+        time.sleep(seconds)
+        return new_token()
+
+    monkeypatch.setattr(svc.identity, "new_token", slow_new_token)
+
+
 def test_generate_waits_for_the_browsers_key_instead_of_refusing(studio_url, monkeypatch) -> None:
     """A newcomer on a loaded machine typed and pressed Generate before the page's first load had handed the
     browser its key: the page answered "no key yet: reload it" and made nothing. Generate stays off until
     the key is there, then makes the take."""
-    import time
 
     from playwright.sync_api import sync_playwright
 
     url, svc, tmp = studio_url
-    new_token = svc.identity.new_token
-
-    def slow_new_token() -> str:  # the page's first load, on a machine busy with other work
-        time.sleep(3)
-        return new_token()
-
-    monkeypatch.setattr(svc.identity, "new_token", slow_new_token)
+    slow_first_load(svc, monkeypatch)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
@@ -180,13 +186,7 @@ def test_what_is_typed_while_the_page_first_loads_is_kept(studio_url, monkeypatc
     from playwright.sync_api import sync_playwright
 
     url, svc, tmp = studio_url
-    new_token = svc.identity.new_token
-
-    def slow_new_token() -> str:  # the page's first load, on a machine busy with other work
-        time.sleep(3)
-        return new_token()
-
-    monkeypatch.setattr(svc.identity, "new_token", slow_new_token)
+    slow_first_load(svc, monkeypatch)
     read = ("() => [document.querySelector('#title textarea, #title input').value,"
             " document.querySelector('#lyrics textarea').value,"
             " document.querySelector('#style-text textarea, #style-text input').value]")
