@@ -99,13 +99,9 @@ def build_page(svc: Services) -> tuple[gr.Blocks, Page]:
 
 DRAFT_FIELDS = ("title", "lyrics", "instrumental", "style_source", "style_text", "duration", "steps", "cfg",
                 "seed", "random_seed", "variations", "formats")
-# Each page load gets its own mark, and a draft names the load that wrote it. On a loaded machine the page's
-# first load can be sent after the musician has begun to type: its draft then holds the title typed so far
-# and not the lyrics typed after, and restoring it wiped those (CI: "Describe the style" refused a style
-# typed a moment before). A draft this page wrote is already on it, so the first load drops it; a reload
-# is a new page, and gets its old draft back.
-PAGE_LIFE_JS = "(window.drsPageLife ??= Math.random().toString(36).slice(2))"
-LOAD_JS = (f"(owner, session, draft) => [owner, session, draft && draft.life === {PAGE_LIFE_JS} ? null : draft]")
+# What the page's first load sends as the draft, and what each change of a field writes: both in
+# assets/ui/drafts.js, which explains why a draft names the page load that wrote it.
+LOAD_JS = "(owner, session, draft) => window.drsFirstLoad(owner, session, draft)"
 
 
 def _keep_drafts(page: Page, draft: gr.BrowserState) -> None:
@@ -113,10 +109,9 @@ def _keep_drafts(page: Page, draft: gr.BrowserState) -> None:
     Generate loses nothing; `on_load` puts it back when it belongs to the session being opened."""
     fields = page.form_fields()
     names = ", ".join(f"'{n}'" for n in DRAFT_FIELDS)
-    js = (f"(session, ...v) => ({{session: session || '', life: {PAGE_LIFE_JS}, form: Object.fromEntries([{names}]"
-          ".map((n, i) => [n, v[i]]))})")
-    inputs = [page.session, *(fields[n] for n in DRAFT_FIELDS)]
+    inputs = [draft, page.session, *(fields[n] for n in DRAFT_FIELDS)]
     for name in ("title", "lyrics", "style_text", "duration", "steps", "cfg", "seed", "variations"):
+        js = f"(draft, session, ...v) => window.drsDraft('{name}', [{names}], draft, session, v)"
         fields[name].change(None, inputs, draft, js=js, show_progress="hidden", api_visibility="private")
 
 

@@ -37,7 +37,8 @@ class SessionHandlers(Section):
 
     def on_load(self, owner: str | None, session_id: str | None, draft: Any, request: gr.Request) -> dict:
         """First paint: the browser's owner token (a new one for a new browser, or the one `?key=` hands
-        over), the open session or a shared one from `?s=`, and an unsent draft restored."""
+        over), the open session or a shared one from `?s=`, and an unsent draft restored. Fields typed on
+        this page before the load went out (the draft's `typed`) are left as the page shows them."""
         p = self.page
         params = dict(request.query_params) if request is not None else {}
         handed = params.get("key")
@@ -79,6 +80,11 @@ class SessionHandlers(Section):
             # while the page is still loading is not overwritten by the defaults.
             for comp in [*p.form_fields().values(), p.style.audio, p.compose.report]:
                 rendered.pop(comp, None)
+        typed = draft.get("typed") if isinstance(draft, dict) else None
+        if isinstance(typed, list):  # typed on this page before this load went out (assets/ui/drafts.js)
+            fields = p.form_fields()
+            for name in typed:
+                rendered.pop(fields.get(name) if isinstance(name, str) else None, None)
         out.update(rendered)
         return out
 

@@ -229,6 +229,45 @@ def test_what_is_typed_while_the_page_first_loads_is_kept(studio_url, monkeypatc
             browser.close()
 
 
+def test_an_earlier_draft_and_what_is_typed_before_the_first_load_are_both_kept(studio_url) -> None:
+    """Lyrics typed and never generated, then a reload on a loaded machine, and a title typed before the
+    new page's first load went out: the title stays, and the earlier page's lyrics come back. (Dropping
+    the new page's own draft alone lost the lyrics: that draft had replaced the earlier one in storage.)"""
+    import time
+
+    from playwright.sync_api import sync_playwright
+
+    url, svc, tmp = studio_url
+    read = ("() => [document.querySelector('#title textarea, #title input').value,"
+            " document.querySelector('#lyrics textarea').value]")
+    held: list = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(url)
+            page.wait_for_function("document.querySelector('#generate')?.disabled === false", timeout=30_000)
+            page.locator("#lyrics textarea").fill(LYRICS)
+            page.wait_for_function("localStorage.getItem('diffrhythm-studio-draft') !== null", timeout=30_000)
+            page.route("**/assets/hls-*.js", lambda route: held.append(route))  # answered after the title
+            page.reload()
+            page.wait_for_selector("#lyrics textarea", timeout=30_000)
+            deadline = time.monotonic() + 30
+            while not held and time.monotonic() < deadline:
+                page.wait_for_timeout(50)
+            assert held, "the page no longer loads hls.js: hold back another part the first load waits for"
+            page.locator("#title textarea, #title input").first.fill("Typed on the new page")
+            assert page.locator("#generate").is_disabled(), "the first load ran before the typing: nothing tested"
+            for route in held:
+                route.continue_()
+            page.wait_for_function("document.querySelector('#generate')?.disabled === false", timeout=30_000)
+            page.wait_for_function("!document.body.innerText.includes('processing')", timeout=30_000)
+            page.wait_for_timeout(500)  # a late redraw of the form would land here
+            assert page.evaluate(read) == ["Typed on the new page", LYRICS]
+        finally:
+            browser.close()
+
+
 def test_a_session_opened_as_the_page_loads_keeps_its_takes(studio_url, monkeypatch) -> None:
     """CI's downloads test opened a session the moment the page had loaded: its three takes were listed,
     then vanished. The page's first load ends by following the open session's takes (none, on a blank

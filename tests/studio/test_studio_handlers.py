@@ -151,6 +151,24 @@ def test_after_an_edit_a_reload_starts_a_new_song_with_the_source_takes_offered(
     assert h.takes.use_edit(t.id, s.id, token)[g.random_seed] is True
 
 
+def test_the_first_load_leaves_fields_typed_before_it_and_ignores_odd_names(h: Handlers) -> None:
+    """The page's first load restores the session and an earlier draft, but not over fields the browser
+    says were typed on this page before the load went out (assets/ui/drafts.js); the names come from the
+    browser, so names that are no field, or not text, change nothing and fail nothing."""
+    store = h.svc.store
+    token = h.svc.identity.new_token()
+    s = store.create_session("s", owner=h.svc.identity.owner_of(token),
+                             inputs=ComposeForm(title="Saved", lyrics="[00:01.00]saved\n", style_text="saved").session_inputs())
+    c = h.page.compose
+    draft = {"session": s.id, "form": {"lyrics": "[00:01.00]unsent\n"}, "typed": ["title", 5, ["x"], None, "nope"]}
+    out = h.sessions.on_load(token, s.id, draft, None)
+    assert c.title not in out  # typed here: the page keeps it
+    assert out[c.lyrics] == "[00:01.00]unsent\n"  # the earlier draft comes back
+    assert out[h.page.style.text] == "saved"  # the session's own input
+    out = h.sessions.on_load(token, s.id, {"typed": "title"}, None)  # not a list: nothing is left out
+    assert out[c.title]["value"] == "Saved"
+
+
 def test_a_stale_take_or_session_id_reads_as_no_selection() -> None:
     """A redraw and a follow of the take list can cross (a session or owner switch while a take renders),
     leaving the browser a take id the list no longer holds; the next event failed with a bare "Error".
