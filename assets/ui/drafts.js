@@ -10,23 +10,28 @@
   "use strict";
   const life = Math.random().toString(36).slice(2);
   let sent = false; // the first load has gone out: later changes are the page's own or typed after it
+  // Kept here, not read back from the draft: two fields changed in one moment both read the draft as it was.
+  const typed = new Set();
+  let before; // the earlier page's draft, as the first change on this page found it
 
   // A change of field `name`; `names` and `values`: every draft field, in studio/app.py's order.
   window.drsDraft = (name, names, draft, session, values) => {
     const out = { session: session || "", life, form: Object.fromEntries(names.map((n, i) => [n, values[i]])) };
     if (!sent) {
-      const mine = !!draft && draft.life === life;
-      out.typed = [...new Set([...(mine ? draft.typed || [] : []), name])];
-      out.before = mine ? draft.before || null : (draft && draft.form ? { session: draft.session, form: draft.form } : null);
+      if (before === undefined) {
+        before = draft && draft.life !== life && draft.form ? { session: draft.session, form: draft.form } : null;
+      }
+      typed.add(name);
+      Object.assign(out, { typed: [...typed], before });
     }
     return out;
   };
 
   // The first load's inputs: a draft from an earlier page as it is; one written on this page becomes the
-  // earlier page's draft plus the fields typed here, which the handler leaves on the page.
+  // earlier page's draft plus the names of the fields typed here, which the handler leaves on the page.
   window.drsFirstLoad = (owner, session, draft) => {
     sent = true;
     if (!draft || draft.life !== life) return [owner, session, draft];
-    return [owner, session, { ...(draft.before || {}), typed: draft.typed || [] }];
+    return [owner, session, { ...(before || {}), typed: [...typed] }];
   };
 })();

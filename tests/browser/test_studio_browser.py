@@ -230,16 +230,18 @@ def test_what_is_typed_while_the_page_first_loads_is_kept(studio_url, monkeypatc
 
 
 def test_an_earlier_draft_and_what_is_typed_before_the_first_load_are_both_kept(studio_url) -> None:
-    """Lyrics typed and never generated, then a reload on a loaded machine, and a title typed before the
-    new page's first load went out: the title stays, and the earlier page's lyrics come back. (Dropping
-    the new page's own draft alone lost the lyrics: that draft had replaced the earlier one in storage.)"""
+    """Lyrics typed and never generated, then a reload on a loaded machine, and a title and a style typed
+    at once before the new page's first load went out: both stay, and the earlier page's lyrics come back.
+    (Dropping the new page's own draft alone lost the lyrics: that draft had replaced the earlier one in
+    storage.)"""
     import time
 
     from playwright.sync_api import sync_playwright
 
     url, svc, tmp = studio_url
     read = ("() => [document.querySelector('#title textarea, #title input').value,"
-            " document.querySelector('#lyrics textarea').value]")
+            " document.querySelector('#lyrics textarea').value,"
+            " document.querySelector('#style-text textarea, #style-text input').value]")
     held: list = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
@@ -257,13 +259,14 @@ def test_an_earlier_draft_and_what_is_typed_before_the_first_load_are_both_kept(
                 page.wait_for_timeout(50)
             assert held, "the page no longer loads hls.js: hold back another part the first load waits for"
             page.locator("#title textarea, #title input").first.fill("Typed on the new page")
+            page.locator("#style-text textarea, #style-text input").first.fill("typed at once")
             assert page.locator("#generate").is_disabled(), "the first load ran before the typing: nothing tested"
             for route in held:
                 route.continue_()
             page.wait_for_function("document.querySelector('#generate')?.disabled === false", timeout=30_000)
             page.wait_for_function("!document.body.innerText.includes('processing')", timeout=30_000)
             page.wait_for_timeout(500)  # a late redraw of the form would land here
-            assert page.evaluate(read) == ["Typed on the new page", LYRICS]
+            assert page.evaluate(read) == ["Typed on the new page", LYRICS, "typed at once"]
         finally:
             browser.close()
 
