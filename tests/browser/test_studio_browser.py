@@ -148,6 +148,31 @@ def slow_first_load(svc, monkeypatch, seconds: float = 3.0) -> None:
     monkeypatch.setattr(svc.identity, "new_token", slow_new_token)
 
 
+FORM = ("() => [document.querySelector('#title textarea, #title input').value,"  # title, lyrics, style
+        " document.querySelector('#lyrics textarea').value,"
+        " document.querySelector('#style-text textarea, #style-text input').value]")
+HLS = "**/assets/hls-*.js"  # the audio players' streaming library
+
+
+def hold_back_hls(page) -> list:
+    """Hold the page's request for hls.js, as a slow machine delays it: Gradio sends the page's first load
+    once every component is ready, the audio players too. Call before the page loads; answer the held
+    requests with `route.continue_()`."""
+    held: list = []
+    page.route(HLS, lambda route: held.append(route))
+    return held
+
+
+def wait_held(page, held: list) -> None:
+    """Until the page has asked for hls.js (and is held there)."""
+    import time
+
+    deadline = time.monotonic() + 30
+    while not held and time.monotonic() < deadline:
+        page.wait_for_timeout(50)
+    assert held, "the page no longer loads hls.js: hold back another part the first load waits for"
+
+
 def test_generate_waits_for_the_browsers_key_instead_of_refusing(studio_url, monkeypatch) -> None:
     """A newcomer on a loaded machine typed and pressed Generate before the page's first load had handed the
     browser its key: the page answered "no key yet: reload it" and made nothing. Generate stays off until
@@ -181,28 +206,20 @@ def test_what_is_typed_while_the_page_first_loads_is_kept(studio_url, monkeypatc
     draft; the first load sent it as this browser's unsent draft and restored it, and wiped the lyrics and
     style typed while it ran. Here the audio players' streaming library is held back, as a slow machine
     delays it, until the title is typed, and the first load is slowed while the rest is typed."""
-    import time
 
     from playwright.sync_api import sync_playwright
 
     url, svc, tmp = studio_url
     slow_first_load(svc, monkeypatch)
-    read = ("() => [document.querySelector('#title textarea, #title input').value,"
-            " document.querySelector('#lyrics textarea').value,"
-            " document.querySelector('#style-text textarea, #style-text input').value]")
     typed = ["Typed early", LYRICS, "slow ambient pads"]
-    held: list = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.route("**/assets/hls-*.js", lambda route: held.append(route))  # answered after the title
+            held = hold_back_hls(page)  # answered after the title
             page.goto(url)
             page.wait_for_selector("#lyrics textarea", timeout=30_000)
-            deadline = time.monotonic() + 30
-            while not held and time.monotonic() < deadline:
-                page.wait_for_timeout(50)
-            assert held, "the page no longer loads hls.js: hold back another part the first load waits for"
+            wait_held(page, held)
             page.locator("#title textarea, #title input").first.fill(typed[0])
             page.wait_for_function("localStorage.getItem('diffrhythm-studio-draft') !== null", timeout=30_000)
             with page.expect_request(lambda r: "/queue/join" in r.url, timeout=30_000):
@@ -214,14 +231,14 @@ def test_what_is_typed_while_the_page_first_loads_is_kept(studio_url, monkeypatc
             page.wait_for_function("document.querySelector('#generate')?.disabled === false", timeout=30_000)
             page.wait_for_function("!document.body.innerText.includes('processing')", timeout=30_000)
             page.wait_for_timeout(500)  # a late redraw of the form would land here
-            assert page.evaluate(read) == typed
+            assert page.evaluate(FORM) == typed
             # A reload is a new page: the draft the typing wrote comes back there.
-            page.unroute("**/assets/hls-*.js")
+            page.unroute(HLS)
             page.reload()
             page.wait_for_function("document.querySelector('#generate')?.disabled === false", timeout=30_000)
             page.wait_for_function(f"document.querySelector('#lyrics textarea').value === {typed[1]!r}",
                                    timeout=30_000)
-            assert page.evaluate(read) == typed
+            assert page.evaluate(FORM) == typed
             page.click("#generate")
             page.wait_for_function("(document.querySelector('#gen-message')?.innerText ?? '').includes('Submitted 1 take')",
                                    timeout=30_000)
@@ -234,15 +251,10 @@ def test_an_earlier_draft_and_what_is_typed_before_the_first_load_are_both_kept(
     at once before the new page's first load went out: both stay, and the earlier page's lyrics come back.
     (Dropping the new page's own draft alone lost the lyrics: that draft had replaced the earlier one in
     storage.)"""
-    import time
 
     from playwright.sync_api import sync_playwright
 
     url, svc, tmp = studio_url
-    read = ("() => [document.querySelector('#title textarea, #title input').value,"
-            " document.querySelector('#lyrics textarea').value,"
-            " document.querySelector('#style-text textarea, #style-text input').value]")
-    held: list = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
@@ -251,13 +263,10 @@ def test_an_earlier_draft_and_what_is_typed_before_the_first_load_are_both_kept(
             page.wait_for_function("document.querySelector('#generate')?.disabled === false", timeout=30_000)
             page.locator("#lyrics textarea").fill(LYRICS)
             page.wait_for_function("localStorage.getItem('diffrhythm-studio-draft') !== null", timeout=30_000)
-            page.route("**/assets/hls-*.js", lambda route: held.append(route))  # answered after the title
+            held = hold_back_hls(page)  # answered after the title
             page.reload()
             page.wait_for_selector("#lyrics textarea", timeout=30_000)
-            deadline = time.monotonic() + 30
-            while not held and time.monotonic() < deadline:
-                page.wait_for_timeout(50)
-            assert held, "the page no longer loads hls.js: hold back another part the first load waits for"
+            wait_held(page, held)
             page.locator("#title textarea, #title input").first.fill("Typed on the new page")
             page.locator("#style-text textarea, #style-text input").first.fill("typed at once")
             assert page.locator("#generate").is_disabled(), "the first load ran before the typing: nothing tested"
@@ -266,7 +275,7 @@ def test_an_earlier_draft_and_what_is_typed_before_the_first_load_are_both_kept(
             page.wait_for_function("document.querySelector('#generate')?.disabled === false", timeout=30_000)
             page.wait_for_function("!document.body.innerText.includes('processing')", timeout=30_000)
             page.wait_for_timeout(500)  # a late redraw of the form would land here
-            assert page.evaluate(read) == ["Typed on the new page", LYRICS, "typed at once"]
+            assert page.evaluate(FORM) == ["Typed on the new page", LYRICS, "typed at once"]
         finally:
             browser.close()
 
