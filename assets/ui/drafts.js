@@ -10,7 +10,8 @@
   "use strict";
   const life = Math.random().toString(36).slice(2);
   let sent = false; // the first load has gone out: later changes are the page's own or typed after it
-  // Kept here, not read back from the draft: two fields changed in one moment both read the draft as it was.
+  // Kept here, not read back from the draft: two fields changed in one moment can both read the draft as it
+  // was (an event gathers its inputs before the previous one has written its output).
   const typed = new Set();
   let before; // the earlier page's draft, as the first change on this page found it
 
